@@ -1,0 +1,5 @@
+import sys
+
+from ehr_magic.cli import main
+
+sys.exit(main())

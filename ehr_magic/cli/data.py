@@ -1,0 +1,96 @@
+"""``ehr-magic data``: build, fetch and inspect EHR database files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ehr_magic.cli.progress import progress_bar
+from ehr_magic.data import connect, sources
+from ehr_magic.data.sources import fetch
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("data", help="build, fetch and inspect EHR database files",
+                            description="Build, fetch and inspect EHR database files.")
+    data = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+
+    synth = data.add_parser("synth", help="generate a synthetic MIMIC-IV-shaped database")
+    synth.add_argument("--patients", type=_positive_int, default=100, help="number of patients (default 100)")
+    synth.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same data")
+    synth.add_argument("--out", required=True, help="output file, e.g. synthetic.duckdb")
+    synth.add_argument("--quiet", action="store_true", help="no progress bar")
+    synth.set_defaults(func=run_synth)
+
+    known = sources.sources()
+    load = data.add_parser("load", help="load a dataset's files into a database",
+                           description="Load a dataset's files into a database. Sources: "
+                           + "; ".join(f"{s.name} {s.inputs}: {s.summary}" for s in known.values()))
+    load.add_argument("source", choices=sorted(known), help="kind of input")
+    load.add_argument("inputs", nargs="+", help="input folder(s) or file")
+    load.add_argument("--out", required=True, help="output file, e.g. mimic.duckdb")
+    load.add_argument("--now", help="override the dataset's current time, e.g. '2180-01-01 00:00:00'")
+    load.add_argument("--quiet", action="store_true", help="no progress bar")
+    load.set_defaults(func=run_load)
+
+    get = data.add_parser("fetch", help="download an open dataset (checksums verified)")
+    get.add_argument("dataset", choices=["mimic-iv-demo"], help="what to download")
+    get.add_argument("--url", help=f"base URL (default {fetch.MIMIC_IV_DEMO_URL})")
+    get.add_argument("--dir", help="target folder (default: the user cache)")
+    get.add_argument("--quiet", action="store_true", help="no progress bar")
+    get.set_defaults(func=run_fetch)
+
+    info = data.add_parser("info", help="tables, row counts and clock of a database")
+    info.add_argument("file", help="a .duckdb file built by ehr-magic")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=run_info)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from ehr_magic.data.sources import synthetic
+
+    with progress_bar("generating", quiet=args.quiet) as progress:
+        counts = synthetic.generate(args.out, patients=args.patients, seed=args.seed, progress=progress)
+    print(f"Wrote {args.out}: synthetic MIMIC-IV-shaped data, {args.patients} patients, seed {args.seed}, "
+          f"{sum(counts.values()):,} rows in {len(counts)} tables.")
+    return 0
+
+
+def run_load(args: argparse.Namespace) -> int:
+    with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress:
+        report = sources.load(args.source, args.inputs, args.out, now=args.now, progress=progress)
+    print(f"Wrote {args.out}: {len(report.tables)} tables, {report.total_rows:,} rows, now = {report.now}.")
+    for table in report.missing:
+        print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
+    return 0
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    with progress_bar("downloading", quiet=args.quiet) as progress:
+        report = fetch.fetch_mimic_iv_demo(args.url, args.dir, progress=progress)
+    print(f"{report.directory}: {len(report.downloaded)} files downloaded, "
+          f"{len(report.already_present)} already present, all checksums verified.")
+    for name in report.missing_on_server:
+        print(f"warning: {name} is listed in SHA256SUMS.txt but missing on the server.", file=sys.stderr)
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    with connect(args.file) as ehr:
+        info = ehr.info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"{info['path']}\n  dataset {info['dataset']}  schema {info['schema']}  now {info['now']}")
+    width = max(len(t) for t in info["tables"]) if info["tables"] else 0
+    for table, rows in info["tables"].items():
+        print(f"  {table:<{width}}  {rows:>12,}")
+    return 0

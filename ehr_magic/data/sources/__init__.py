@@ -1,0 +1,72 @@
+"""Sources: plug-ins that turn something real into an EHR database file.
+
+A source names its schema (which selects the knowledge file and memory entries) and
+builds a DuckDB file atomically. Built-in sources are registered the same way a
+third-party package registers its own, through the ``ehr_magic.sources`` entry point
+group (the value is a ``SourceSpec``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from ehr_magic.data.sources.csvdir import LoadReport, Progress
+from ehr_magic.errors import DataSourceError
+
+Loader = Callable[..., LoadReport]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One way to build a database: ``load(inputs, out, now=..., progress=...)``."""
+
+    name: str
+    schema: str
+    summary: str
+    inputs: str  # what the user passes, for help texts
+    load: Loader
+
+
+def _load_mimic_iv(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.data.sources import mimic_iv
+
+    return mimic_iv.load(inputs, out, now=now, progress=progress)
+
+
+def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.data.sources import ehrsql
+
+    if len(inputs) != 1:
+        raise DataSourceError("The ehrsql source takes one .sqlite file.")
+    return ehrsql.load(inputs[0], out, now=now or ehrsql.EHRSQL_NOW, progress=progress)
+
+
+BUILTIN_SOURCES = (
+    SourceSpec("mimic-iv", "mimic_iv", "MIMIC-IV hosp/ and icu/ CSV or parquet files (demo or full)",
+               "DIR [DIR ...]", _load_mimic_iv),
+    SourceSpec("ehrsql", "ehrsql_mimic_iv", "an EHRSQL benchmark SQLite database (e.g. EHRSQL-2024 MIMIC-IV)",
+               "FILE.sqlite", _load_ehrsql),
+)
+
+
+def sources() -> dict[str, SourceSpec]:
+    """Every known source by name: the built-ins, then installed plug-ins."""
+    found = {spec.name: spec for spec in BUILTIN_SOURCES}
+    for entry in entry_points(group="ehr_magic.sources"):
+        spec = entry.load()
+        if isinstance(spec, SourceSpec):
+            found.setdefault(spec.name, spec)
+    return found
+
+
+def load(name: str, inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+         now: dt.datetime | str | None = None, progress: Progress | None = None) -> LoadReport:
+    """Build ``out`` from ``inputs`` with the source called ``name``."""
+    known = sources()
+    if name not in known:
+        raise DataSourceError(f"Unknown source {name!r}; known sources: {', '.join(known)}.")
+    return known[name].load([str(i) for i in inputs], str(out), now=now, progress=progress)
