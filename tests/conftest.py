@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_llm import fake_llm  # noqa: F401  (the fake OpenAI-compatible server fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -29,3 +30,23 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
                 "AZURE_OPENAI_DEPLOYMENT"]:
         monkeypatch.delenv(var, raising=False)
     return root
+
+
+@pytest.fixture(scope="session")
+def ehrsql_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The EHRSQL-2024 MIMIC-IV demo database, loaded once per test session."""
+    from ehr_magic.data.sources import ehrsql
+
+    out = tmp_path_factory.mktemp("ehrsql") / "ehrsql.duckdb"
+    ehrsql.load(EHRSQL_SQLITE, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def mimic_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The MIMIC-IV demo with the reconstructed chartevents, loaded once per test session."""
+    from ehr_magic.data.sources import mimic_iv
+
+    out = tmp_path_factory.mktemp("mimic") / "mimic-iv-demo.duckdb"
+    mimic_iv.load([MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED], out, dataset="mimic-iv-demo")
+    return out

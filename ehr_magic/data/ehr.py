@@ -91,7 +91,7 @@ class EHR:
         return dict(self._table_columns[self._check_table(table)])
 
     def count(self, table: str) -> int:
-        return int(self._cursor().execute(f'SELECT count(*) FROM "{self._check_table(table)}"').fetchone()[0])
+        return int(self._cursor().execute(f'SELECT count(*) FROM "{self._check_table(table)}"').fetchall()[0][0])
 
     def describe(self, table: str, examples: int = 3) -> pl.DataFrame:
         """Columns of ``table`` with type, description and a few example values."""
@@ -242,7 +242,7 @@ class EHR:
         for table, columns in self._table_columns.items():
             for column, dtype in columns.items():
                 if dtype.startswith("TIMESTAMP"):
-                    value = self._con.execute(f'SELECT max("{column}") FROM "{table}"').fetchone()[0]
+                    value = self._con.execute(f'SELECT max("{column}") FROM "{table}"').fetchall()[0][0]
                     if value is not None and (latest is None or value > latest):
                         latest = value
         return parse_time(latest) if latest else dt.datetime(2000, 1, 1)

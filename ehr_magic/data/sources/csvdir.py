@@ -120,7 +120,7 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
     except duckdb.Error as exc:
         message = str(exc).strip().splitlines()[0]
         raise DataSourceError(f"Cannot read {path} for table {table}: {message}") from None
-    return int(con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+    return int(con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0])
 
 
 def latest_timestamp(con: duckdb.DuckDBPyConnection) -> dt.datetime:
@@ -132,5 +132,5 @@ def latest_timestamp(con: duckdb.DuckDBPyConnection) -> dt.datetime:
     if not columns:
         return dt.datetime(2000, 1, 1)
     parts = " UNION ALL ".join(f'SELECT max("{c}") AS m FROM "{t}"' for t, c in columns)
-    value = con.execute(f"SELECT max(m) FROM ({parts})").fetchone()[0]
+    value = con.execute(f"SELECT max(m) FROM ({parts})").fetchall()[0][0]
     return value or dt.datetime(2000, 1, 1)

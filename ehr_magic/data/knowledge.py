@@ -1,0 +1,337 @@
+"""Dataset knowledge: human-written descriptions of each schema's tables and columns.
+
+Following EHRAgent, the model first names the tables, columns, codes and joins a
+question needs, reading short descriptions of the tables (``Knowledge.overview``) and
+then the columns of the tables it picked (``Knowledge.detail``), together with the
+schema's conventions (``Knowledge.guide``): how time works, where vital signs live,
+how values are spelled.
+
+The descriptions are package data, one YAML file per schema id in
+``ehr_magic/data/schemas/<schema>.yaml``::
+
+    schema: mimic_iv                # must equal the file name
+    version: 1
+    title: ...
+    introduction: |
+      A few sentences on the dataset.
+    conventions:                    # optional list of short rules
+      - ...
+    tables:
+      admissions:
+        module: hosp                # optional
+        row: One row per hospital admission.
+        description: ...            # optional
+        columns: {subject_id: ..., hadm_id: ...}
+        joins: [patients ON subject_id]          # optional; "<table> ON <condition>"
+        vocabulary: [admission_type]             # optional; columns worth a value lookup
+
+Users can describe their own schema, or replace a packaged description, by putting
+``<schema>.yaml`` in a directory and passing it: ``load("mimic_iv", extra_dirs=[dir])``.
+Directories are searched in order and the first file found replaces the packaged one
+entirely (there is no merging). Every file is validated when loaded; a malformed one
+raises ``EhrMagicError`` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.resources
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ehr_magic.errors import EhrMagicError
+
+__all__ = ["Knowledge", "TableInfo", "available", "load"]
+
+_SUFFIXES = (".yaml", ".yml")
+_TOP_REQUIRED = ("schema", "version", "title", "introduction", "tables")
+_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "conventions"))
+_TABLE_REQUIRED = ("row", "columns")
+_TABLE_ALLOWED = frozenset((*_TABLE_REQUIRED, "module", "description", "joins", "vocabulary"))
+_JOIN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+ON\s+\S")
+
+ExtraDirs = Iterable[str | os.PathLike[str]] | None
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """What one table holds: its row, a description, its columns, joins and vocabularies."""
+
+    name: str
+    module: str | None
+    row: str
+    description: str
+    columns: dict[str, str]
+    joins: tuple[str, ...] = ()
+    vocabulary: tuple[str, ...] = ()
+
+    @property
+    def join_targets(self) -> tuple[str, ...]:
+        """The tables named by ``joins``, in order, without repeats."""
+        targets: list[str] = []
+        for join in self.joins:
+            match = _JOIN.match(join)
+            if match and match.group(1) not in targets:
+                targets.append(match.group(1))
+        return tuple(targets)
+
+    def summary(self) -> str:
+        """One line: ``name: row description``."""
+        return f"{self.name}: {_join_sentences(self.row, self.description)}"
+
+    def detail(self) -> str:
+        """Columns, joins and lookup columns of this table, as compact prompt text."""
+        module = f" [{self.module}]" if self.module else ""
+        lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
+        lines += [f"- {column}: {text}" for column, text in self.columns.items()]
+        if self.joins:
+            lines.append("joins: " + "; ".join(self.joins))
+        if self.vocabulary:
+            lines.append("look up values of: " + ", ".join(self.vocabulary))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Everything written about one schema; ``load(schema)`` returns it."""
+
+    schema: str
+    version: int
+    title: str
+    introduction: str
+    conventions: tuple[str, ...]
+    tables: dict[str, TableInfo]
+    source: str = field(default="", compare=False)
+
+    def table(self, name: str) -> TableInfo:
+        """The description of one table (exact name, else case-insensitive)."""
+        info = self.tables.get(name) or self.tables.get(str(name).lower())
+        if info is not None:
+            return info
+        close = difflib.get_close_matches(str(name).lower(), list(self.tables), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise EhrMagicError(
+            f"No table {name!r} is described for schema {self.schema}.{hint} "
+            f"Described tables: {', '.join(self.tables)}."
+        )
+
+    def overview(self) -> str:
+        """One line per table, ``name: row description``: the cacheable prompt prefix."""
+        lines = [f"Tables of {self.title} (schema {self.schema}):"]
+        lines += [info.summary() for info in self.tables.values()]
+        return "\n".join(lines)
+
+    def guide(self) -> str:
+        """The introduction and the conventions, as compact prompt text."""
+        text = f"{self.title}\n{self.introduction.strip()}"
+        if self.conventions:
+            text += "\nConventions:\n" + "\n".join(f"- {rule}" for rule in self.conventions)
+        return text
+
+    def detail(self, tables: Iterable[str]) -> str:
+        """Columns and joins of the named tables (in the order given, once each)."""
+        chosen: dict[str, TableInfo] = {}
+        for name in tables:
+            info = self.table(name)
+            chosen.setdefault(info.name, info)
+        return "\n\n".join(info.detail() for info in chosen.values())
+
+    def vocabulary_columns(self) -> list[tuple[str, str]]:
+        """``(table, column)`` pairs whose distinct values are worth looking up."""
+        return [(info.name, column) for info in self.tables.values() for column in info.vocabulary]
+
+
+def load(schema: str, extra_dirs: ExtraDirs = None) -> Knowledge:
+    """The knowledge of ``schema``, from the first of ``extra_dirs`` holding
+    ``<schema>.yaml`` (or ``.yml``), else from the packaged file. Parsed files are cached."""
+    for directory in _dirs(extra_dirs):
+        for suffix in _SUFFIXES:
+            path = directory / f"{schema}{suffix}"
+            if path.is_file():
+                resolved = path.resolve()
+                return _load_file(str(resolved), resolved.stat().st_mtime_ns)
+    if schema in _packaged():
+        return _load_packaged(schema)
+    known = ", ".join(available(extra_dirs)) or "none"
+    raise EhrMagicError(
+        f"No knowledge file for schema {schema!r}; known: {known}. "
+        f"To describe it, write {schema}.yaml (see ehr_magic/data/schemas/ for examples) "
+        "and pass its directory as an extra knowledge directory."
+    )
+
+
+def available(extra_dirs: ExtraDirs = None) -> list[str]:
+    """Schema ids with a knowledge file: packaged ones plus those in ``extra_dirs``."""
+    names = set(_packaged())
+    for directory in _dirs(extra_dirs):
+        names.update(path.stem for path in directory.iterdir() if path.suffix in _SUFFIXES and path.is_file())
+    return sorted(names)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def _schemas_dir() -> Traversable:
+    return importlib.resources.files("ehr_magic.data").joinpath("schemas")
+
+
+@functools.cache
+def _packaged() -> dict[str, str]:
+    """Packaged schema id -> file name."""
+    found: dict[str, str] = {}
+    for entry in _schemas_dir().iterdir():
+        name = entry.name
+        for suffix in _SUFFIXES:
+            if name.endswith(suffix) and entry.is_file():
+                found[name[: -len(suffix)]] = name
+    return found
+
+
+@functools.cache
+def _load_packaged(schema: str) -> Knowledge:
+    name = _packaged()[schema]
+    text = _schemas_dir().joinpath(name).read_text(encoding="utf-8")
+    return _parse(text, source=f"ehr_magic/data/schemas/{name}", expected_schema=schema)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_file(path: str, mtime_ns: int) -> Knowledge:  # mtime_ns keys the cache on edits
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EhrMagicError(f"Cannot read knowledge file {path}: {exc}") from None
+    return _parse(text, source=path, expected_schema=Path(path).stem)
+
+
+def _dirs(extra_dirs: ExtraDirs) -> list[Path]:
+    if extra_dirs is None:
+        return []
+    if isinstance(extra_dirs, (str, os.PathLike)):
+        extra_dirs = [extra_dirs]
+    directories = []
+    for entry in extra_dirs:
+        directory = Path(entry).expanduser()
+        if not directory.is_dir():
+            raise EhrMagicError(
+                f"Knowledge directory {entry} does not exist or is not a directory; "
+                "create it or remove it from the knowledge directories."
+            )
+        directories.append(directory)
+    return directories
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+class _Malformed(Exception):
+    """A problem in one knowledge file; becomes an EhrMagicError naming the file."""
+
+
+def _parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        raise EhrMagicError(f"Knowledge file {source} is not valid YAML: {problem}") from None
+    try:
+        return _build(data, source=source, expected_schema=expected_schema)
+    except _Malformed as exc:
+        raise EhrMagicError(f"Knowledge file {source} is malformed: {exc}") from None
+
+
+def _build(data: Any, *, source: str, expected_schema: str) -> Knowledge:
+    if not isinstance(data, dict):
+        raise _Malformed("the top level must be a mapping with keys " + ", ".join(_TOP_REQUIRED) + ".")
+    _check_keys(data, _TOP_REQUIRED, _TOP_ALLOWED, where="the top level")
+    schema = _text(data["schema"], "schema")
+    if schema != expected_schema:
+        raise _Malformed(f"it declares schema {schema!r} but is named {expected_schema!r}; make them equal.")
+    version = data["version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Malformed(f"version must be an integer, not {version!r}.")
+    conventions = data.get("conventions") or []
+    if not isinstance(conventions, list):
+        raise _Malformed("conventions must be a list of short rules.")
+    raw_tables = data["tables"]
+    if not isinstance(raw_tables, dict) or not raw_tables:
+        raise _Malformed("tables must be a non-empty mapping of table name to its description.")
+    tables = {str(name): _table(str(name), body) for name, body in raw_tables.items()}
+    for info in tables.values():
+        for join in info.joins:
+            match = _JOIN.match(join)
+            if match is None:
+                raise _Malformed(f"table {info.name!r}: join {join!r} should read '<table> ON <condition>'.")
+            if match.group(1) not in tables:
+                raise _Malformed(
+                    f"table {info.name!r}: join {join!r} names table {match.group(1)!r}, which is not described."
+                )
+    return Knowledge(
+        schema=schema,
+        version=version,
+        title=_text(data["title"], "title"),
+        introduction=_text(data["introduction"], "introduction"),
+        conventions=tuple(_text(rule, f"conventions item {i + 1}") for i, rule in enumerate(conventions)),
+        tables=tables,
+        source=source,
+    )
+
+
+def _table(name: str, body: Any) -> TableInfo:
+    where = f"table {name!r}"
+    if not isinstance(body, dict):
+        raise _Malformed(f"{where} must be a mapping with at least 'row' and 'columns'.")
+    _check_keys(body, _TABLE_REQUIRED, _TABLE_ALLOWED, where=where)
+    columns = body["columns"]
+    if not isinstance(columns, dict) or not columns:
+        raise _Malformed(f"{where}: columns must be a non-empty mapping of column name to description.")
+    described = {str(column): _text(text, f"{where} column {column!r}") for column, text in columns.items()}
+    module = body.get("module")
+    vocabulary = tuple(str(c) for c in _list(body.get("vocabulary"), f"{where} vocabulary"))
+    for column in vocabulary:
+        if column not in described:
+            raise _Malformed(f"{where}: vocabulary column {column!r} is not among its columns.")
+    return TableInfo(
+        name=name,
+        module=None if module is None else _text(module, f"{where} module"),
+        row=_text(body["row"], f"{where} row"),
+        description=_text(body.get("description") or "", f"{where} description", empty_ok=True),
+        columns=described,
+        joins=tuple(_text(j, f"{where} join") for j in _list(body.get("joins"), f"{where} joins")),
+        vocabulary=vocabulary,
+    )
+
+
+def _check_keys(mapping: dict[Any, Any], required: tuple[str, ...], allowed: frozenset[str], *, where: str) -> None:
+    missing = [key for key in required if key not in mapping]
+    if missing:
+        raise _Malformed(f"{where} lacks required key(s): {', '.join(missing)}.")
+    unknown = [str(key) for key in mapping if key not in allowed]
+    if unknown:
+        raise _Malformed(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
+
+
+def _text(value: Any, what: str, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str) or (not empty_ok and not value.strip()):
+        hint = " (quote it in YAML)" if isinstance(value, (bool, int, float)) else ""
+        raise _Malformed(f"{what} must be non-empty text, not {value!r}{hint}.")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Malformed(f"{what} must be a list.")
+    return value
+
+
+def _join_sentences(first: str, second: str) -> str:
+    return f"{first.strip()} {second.strip()}".strip()

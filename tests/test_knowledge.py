@@ -1,0 +1,288 @@
+"""The dataset knowledge: packaged descriptions match the real demo data, and the loader
+validates files, honours override directories and explains its errors."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ehr_magic.data import knowledge
+from ehr_magic.data.knowledge import Knowledge, TableInfo
+from ehr_magic.errors import EhrMagicError
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+MIMIC_IV_DEMO = SHARED_DATA / "mimic-iv-clinical-database-demo-2.2"
+CHARTEVENTS = SHARED_DATA / "mimic-iv-demo-2.2-chartevents-reconstructed" / "icu" / "chartevents.csv.gz"
+EHRSQL_SQLITE = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
+EICU_DEMO = SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"
+MIMIC_III_DEMO = SHARED_DATA / "mimic-iii-clinical-database-demo-1.4"
+
+PACKAGED = ["ehrsql_mimic_iv", "eicu", "mimic_iii", "mimic_iv"]
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"open demo data not found at {path}")
+    return path
+
+
+def _csv_header(path: Path) -> list[str]:
+    with gzip.open(path, "rt", newline="", encoding="utf-8") as handle:
+        return [name.lower() for name in next(csv.reader(handle))]
+
+
+def _csv_tables(folder: Path) -> dict[str, Path]:
+    """Lower-cased table name -> file, for every ``*.csv.gz`` directly in ``folder``."""
+    return {path.name.split(".")[0].lower(): path for path in sorted(folder.glob("*.csv.gz"))}
+
+
+# -- packaged files ---------------------------------------------------------------------------
+
+
+def test_available_lists_the_packaged_schemas() -> None:
+    assert knowledge.available() == PACKAGED
+
+
+@pytest.mark.parametrize("schema", PACKAGED)
+def test_every_packaged_schema_loads(schema: str) -> None:
+    info = knowledge.load(schema)
+    assert isinstance(info, Knowledge)
+    assert info.schema == schema
+    assert isinstance(info.version, int) and info.title and info.introduction.strip()
+    assert info.conventions, "each schema states at least one convention"
+    assert info.tables
+    for name, table in info.tables.items():
+        assert isinstance(table, TableInfo) and table.name == name
+        assert table.row.strip() and table.columns
+        assert all(isinstance(text, str) and text.strip() for text in table.columns.values())
+    assert knowledge.load(schema) is info, "loading is cached"
+
+
+@pytest.mark.parametrize("schema", PACKAGED)
+def test_joins_and_vocabulary_name_described_tables_and_columns(schema: str) -> None:
+    info = knowledge.load(schema)
+    for table in info.tables.values():
+        assert len(table.join_targets) == len(set(table.join_targets))
+        for target in table.join_targets:
+            assert target in info.tables, f"{table.name} joins unknown table {target}"
+        for column in table.vocabulary:
+            assert column in table.columns
+    pairs = info.vocabulary_columns()
+    assert pairs and all(column in info.tables[table].columns for table, column in pairs)
+
+
+# -- the descriptions match the data ----------------------------------------------------------
+
+
+def test_ehrsql_descriptions_match_the_sqlite_exactly() -> None:
+    con = sqlite3.connect(_need(EHRSQL_SQLITE))
+    try:
+        real = {
+            table: [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+            for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+    finally:
+        con.close()
+    info = knowledge.load("ehrsql_mimic_iv")
+    assert set(info.tables) == set(real)
+    assert len(real) == 17
+    for table, columns in real.items():
+        assert set(info.tables[table].columns) == set(columns), table
+
+
+def test_ehrsql_example_values_and_vital_labels_exist() -> None:
+    con = sqlite3.connect(_need(EHRSQL_SQLITE))
+    info = knowledge.load("ehrsql_mimic_iv")
+    try:
+        for table, column in info.vocabulary_columns():
+            for example in re.findall(r"'([^']+)'", info.tables[table].columns[column]):
+                found = con.execute(f'SELECT count(*) FROM {table} WHERE "{column}" = ?', (example,)).fetchone()[0]
+                assert found, f"{table}.{column} has no value {example!r}"
+        vitals = next(rule for rule in info.conventions if rule.startswith("Vital signs"))
+        labels = re.findall(r"'([a-z0-9 ()%]+)'", vitals)
+        labels = [label for label in labels if label != "chartevents"]
+        assert len(labels) == 9
+        for label in labels:
+            rows = con.execute(
+                "SELECT count(*) FROM chartevents JOIN d_items USING (itemid) "
+                "WHERE d_items.label = ? AND d_items.linksto = 'chartevents'",
+                (label,),
+            ).fetchone()[0]
+            assert rows, f"no chartevents rows for {label!r}"
+    finally:
+        con.close()
+
+
+def test_mimic_iv_descriptions_match_the_demo_csv_headers() -> None:
+    _need(MIMIC_IV_DEMO)
+    files = {
+        name: (module, path)
+        for module in ("hosp", "icu")
+        for name, path in _csv_tables(MIMIC_IV_DEMO / module).items()
+    }
+    files["chartevents"] = ("icu", _need(CHARTEVENTS))
+    info = knowledge.load("mimic_iv")
+    assert len(files) == 31
+    assert set(info.tables) == set(files)
+    for table, (module, path) in files.items():
+        described = info.tables[table]
+        assert described.module == module, table
+        assert set(described.columns) == set(_csv_header(path)), table
+
+
+@pytest.mark.parametrize(("schema", "folder"), [("eicu", EICU_DEMO), ("mimic_iii", MIMIC_III_DEMO)])
+def test_demo_tables_are_described_with_real_columns(schema: str, folder: Path) -> None:
+    files = _csv_tables(_need(folder))
+    info = knowledge.load(schema)
+    assert set(info.tables) == set(files)
+    for table, path in files.items():
+        header = set(_csv_header(path))
+        unknown = set(info.tables[table].columns) - header
+        assert not unknown, f"{schema}.{table} describes columns not in the file: {sorted(unknown)}"
+
+
+# -- prompt text ------------------------------------------------------------------------------
+
+
+def test_overview_is_one_line_per_table() -> None:
+    info = knowledge.load("ehrsql_mimic_iv")
+    lines = info.overview().splitlines()
+    assert lines[0].startswith("Tables of ") and "ehrsql_mimic_iv" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:]] == list(info.tables)
+    assert "cost: One row per priced event" in info.overview()
+    assert "admissions: One row per hospital visit." in info.overview()
+
+
+@pytest.mark.parametrize("schema", PACKAGED)
+def test_overviews_stay_compact(schema: str) -> None:
+    tokens = len(knowledge.load(schema).overview()) / 4
+    assert tokens < 2_500
+    if schema == "ehrsql_mimic_iv":
+        assert tokens < 1_000
+
+
+def test_detail_lists_columns_and_joins_of_the_named_tables_only() -> None:
+    info = knowledge.load("ehrsql_mimic_iv")
+    text = info.detail(["cost", "ADMISSIONS", "cost"])
+    assert text.count("## cost [hosp]") == 1
+    assert text.index("## cost") < text.index("## admissions")
+    assert "- event_id: row_id of the event in the event_type table." in text
+    assert "- dischtime: Discharge time; empty while the patient is still in hospital." in text
+    assert "joins: admissions ON hadm_id; diagnoses_icd ON event_id = diagnoses_icd.row_id" in text
+    assert "look up values of: admission_type" in text
+    assert "## chartevents" not in text and "- valuenum" not in text
+    assert info.detail([]) == ""
+
+
+def test_guide_carries_introduction_and_conventions() -> None:
+    guide = knowledge.load("ehrsql_mimic_iv").guide()
+    assert "2100-12-31 23:59:00" in guide
+    assert "dischtime IS NULL" in guide
+    assert "\n- " in guide
+
+
+def test_unknown_table_error_suggests_and_lists() -> None:
+    info = knowledge.load("mimic_iv")
+    with pytest.raises(EhrMagicError, match=r"Did you mean 'labevents'\?.*Described tables: patients, admissions"):
+        info.table("labevent")
+    with pytest.raises(EhrMagicError, match="No table 'nothing'"):
+        info.detail(["admissions", "nothing"])
+
+
+def test_unknown_schema_error_lists_known_schemas() -> None:
+    with pytest.raises(EhrMagicError, match=r"No knowledge file for schema 'omop'; known: ehrsql_mimic_iv, eicu"):
+        knowledge.load("omop")
+
+
+# -- user files -------------------------------------------------------------------------------
+
+MINIMAL = """\
+schema: {schema}
+version: 2
+title: My own {schema}
+introduction: A tiny test schema.
+tables:
+  people:
+    row: One row per person.
+    columns:
+      person_id: Person identifier.
+      name: Name.
+    joins: [visits ON person_id]
+    vocabulary: [name]
+  visits:
+    row: One row per visit.
+    columns:
+      person_id: Person identifier.
+"""
+
+
+def test_extra_dir_replaces_a_packaged_schema_and_adds_new_ones(tmp_path: Path) -> None:
+    (tmp_path / "mimic_iv.yaml").write_text(MINIMAL.format(schema="mimic_iv"))
+    (tmp_path / "clinic.yml").write_text(MINIMAL.format(schema="clinic"))
+    replaced = knowledge.load("mimic_iv", extra_dirs=[tmp_path])
+    assert replaced.title == "My own mimic_iv" and list(replaced.tables) == ["people", "visits"]
+    assert replaced.source == str((tmp_path / "mimic_iv.yaml").resolve())
+    assert knowledge.load("mimic_iv").title.startswith("MIMIC-IV 2.2"), "the packaged file is untouched"
+    assert knowledge.load("clinic", extra_dirs=[str(tmp_path)]).conventions == ()
+    assert knowledge.available([tmp_path]) == sorted([*PACKAGED, "clinic"])
+    assert replaced.vocabulary_columns() == [("people", "name")]
+
+
+def test_first_extra_dir_wins(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (first / "clinic.yaml").write_text(MINIMAL.format(schema="clinic").replace("My own", "First"))
+    (second / "clinic.yaml").write_text(MINIMAL.format(schema="clinic").replace("My own", "Second"))
+    assert knowledge.load("clinic", extra_dirs=[first, second]).title.startswith("First")
+
+
+def test_edited_user_file_is_reloaded(tmp_path: Path) -> None:
+    path = tmp_path / "clinic.yaml"
+    path.write_text(MINIMAL.format(schema="clinic"))
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    assert knowledge.load("clinic", extra_dirs=[tmp_path]).version == 2
+    path.write_text(MINIMAL.format(schema="clinic").replace("version: 2", "version: 3"))
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    assert knowledge.load("clinic", extra_dirs=[tmp_path]).version == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("schema: clinic\nversion: 1\ntitle: [unclosed\n", r"not valid YAML: .*line 3"),
+        ("- just\n- a list\n", "the top level must be a mapping"),
+        (MINIMAL.format(schema="clinic").replace("title: My own clinic\n", ""), r"lacks required key\(s\): title"),
+        (MINIMAL.format(schema="other"), "declares schema 'other' but is named 'clinic'"),
+        (MINIMAL.format(schema="clinic").replace("version: 2", "version: two"), "version must be an integer"),
+        (MINIMAL.format(schema="clinic").replace("    row: One row per visit.\n", ""),
+         r"table 'visits' lacks required key\(s\): row"),
+        (MINIMAL.format(schema="clinic").replace("      name: Name.", "      name: yes"),
+         r"table 'people' column 'name' must be non-empty text, not True \(quote it in YAML\)"),
+        (MINIMAL.format(schema="clinic").replace("visits ON person_id", "doctors ON person_id"),
+         "join 'doctors ON person_id' names table 'doctors', which is not described"),
+        (MINIMAL.format(schema="clinic").replace("visits ON person_id", "visits by person_id"),
+         "should read '<table> ON <condition>'"),
+        (MINIMAL.format(schema="clinic").replace("vocabulary: [name]", "vocabulary: [surname]"),
+         "vocabulary column 'surname' is not among its columns"),
+        (MINIMAL.format(schema="clinic").replace("    joins:", "    colums: {}\n    joins:"),
+         r"table 'people' has unknown key\(s\) colums"),
+    ],
+)
+def test_malformed_user_file_names_the_file_and_the_problem(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "clinic.yaml"
+    path.write_text(text)
+    with pytest.raises(EhrMagicError, match=problem) as caught:
+        knowledge.load("clinic", extra_dirs=[tmp_path])
+    assert str(path.resolve()) in str(caught.value)
+
+
+def test_missing_extra_dir_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EhrMagicError, match="does not exist"):
+        knowledge.load("mimic_iv", extra_dirs=[tmp_path / "nowhere"])
