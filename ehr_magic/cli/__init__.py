@@ -15,7 +15,7 @@ from ehr_magic import __version__
 from ehr_magic.errors import EhrMagicError
 
 # Subcommand modules, in the order `ehr-magic --help` lists them.
-SUBCOMMANDS = ["demo", "data"]
+SUBCOMMANDS = ["demo", "data", "ask"]
 
 
 def build_parser() -> argparse.ArgumentParser:

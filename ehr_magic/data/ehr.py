@@ -47,7 +47,7 @@ class EHR:
         except duckdb.Error as exc:
             raise DatabaseError(f"Cannot open {path} as a DuckDB database: {_first_line(exc)}") from None
         self._local = threading.local()
-        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._cursors: list[tuple[threading.Thread, duckdb.DuckDBPyConnection]] = []
         self._cursor_lock = threading.Lock()
         self._frames: dict[str, pl.DataFrame] = {}
         self.meta: dict[str, str] = self._read_meta()
@@ -132,7 +132,7 @@ class EHR:
     def interrupt(self) -> None:
         """Stop every query running on this database (used by the executor's time limit)."""
         with self._cursor_lock:
-            for cursor in self._cursors:
+            for _, cursor in self._cursors:
                 try:
                     cursor.interrupt()
                 except duckdb.Error:
@@ -140,7 +140,7 @@ class EHR:
 
     def close(self) -> None:
         with self._cursor_lock:
-            for cursor in self._cursors:
+            for _, cursor in self._cursors:
                 cursor.close()
             self._cursors.clear()
         self._con.close()
@@ -205,7 +205,11 @@ class EHR:
             cursor = self._con.cursor()
             self._local.cursor = cursor
             with self._cursor_lock:
-                self._cursors.append(cursor)
+                # Threads come and go (the executor runs each piece of code in a new one).
+                for thread, old in [pair for pair in self._cursors if not pair[0].is_alive()]:
+                    old.close()
+                self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
+                self._cursors.append((threading.current_thread(), cursor))
         return cursor
 
     @cached_property

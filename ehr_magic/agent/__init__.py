@@ -1,0 +1,9 @@
+"""The agent: question -> knowledge -> code -> execution -> rubber-duck debugging."""
+
+from ehr_magic.agent.executor import Execution, Executor
+from ehr_magic.agent.fewshot import Example, ExampleSource, SeedExamples
+from ehr_magic.agent.loop import Agent, AgentSettings, Event
+from ehr_magic.agent.steps import ActionStep, AgentResult
+
+__all__ = ["ActionStep", "Agent", "AgentResult", "AgentSettings", "Event", "Example", "ExampleSource",
+           "Execution", "Executor", "SeedExamples"]

@@ -1,0 +1,213 @@
+"""The one place where generated code runs.
+
+``Executor.run(code)`` executes code in a namespace that has ``ehr``, ``pl`` and the
+usual imports, captures ``answer``, printed output and the last expression, and
+enforces a wall-time limit that really stops a runaway DuckDB query (``interrupt``)
+or Python loop (an asynchronous exception raised in the worker thread). Failures name
+the failing line of the generated code, not of this wrapper.
+
+This is not a security sandbox: it runs code with the kernel's rights. Static checks
+of what code may do belong to the code guard; the database itself is read-only.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import datetime as dt
+import io
+import math
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+GENERATED = "<generated>"
+_MISSING = object()
+
+
+@dataclass
+class ErrorInfo:
+    """What went wrong, phrased for the model and the analyst."""
+
+    type: str
+    message: str
+    line: int | None = None  # line number in the generated code
+    line_text: str = ""
+    call: str = ""  # the innermost call of generated code that failed
+
+    def describe(self) -> str:
+        where = f" at line {self.line}: `{self.line_text}`" if self.line else ""
+        return f"{self.type}{where}: {self.message}"
+
+
+@dataclass
+class Execution:
+    """The outcome of one run of generated code."""
+
+    ok: bool
+    answer: Any = None
+    has_answer: bool = False
+    last_value: Any = None
+    stdout: str = ""
+    error: ErrorInfo | None = None
+    seconds: float = 0.0
+    timed_out: bool = False
+    namespace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+class ExecutionTimeout(BaseException):
+    """Raised inside the worker thread when the time limit is reached."""
+
+
+def base_namespace(ehr: Any) -> dict[str, Any]:
+    """What generated code can use without importing it."""
+    import collections
+    import json
+    import re
+    import statistics
+
+    return {"ehr": ehr, "pl": pl, "dt": dt, "datetime": dt, "math": math, "re": re, "json": json,
+            "statistics": statistics, "collections": collections, "__name__": "__ehr__"}
+
+
+class Executor:
+    """Runs generated code against one ``EHR`` with a time limit and capped output."""
+
+    def __init__(self, ehr: Any, *, timeout: float = 60.0, output_limit: int = 4000) -> None:
+        self.ehr = ehr
+        self.timeout = timeout
+        self.output_limit = output_limit
+
+    def run(self, code: str, namespace: dict[str, Any] | None = None) -> Execution:
+        """Execute ``code``; ``namespace`` (default: a fresh one) receives its variables."""
+        ns = base_namespace(self.ehr) if namespace is None else namespace
+        ns.setdefault("ehr", self.ehr)
+        ns.setdefault("pl", pl)
+        started = time.perf_counter()
+        try:
+            compiled = compile(_capture_last_expression(code), GENERATED, "exec")
+        except SyntaxError as exc:
+            info = ErrorInfo("SyntaxError", exc.msg or "invalid syntax", exc.lineno, _line(code, exc.lineno))
+            return Execution(ok=False, error=info, seconds=time.perf_counter() - started, namespace=ns)
+
+        buffer = io.StringIO()
+        ns["print"] = _capturing_print(buffer)
+        ns.pop("answer", None)
+        outcome: dict[str, BaseException | None] = {"error": None}
+
+        def target() -> None:
+            try:
+                exec(compiled, ns)  # noqa: S102 (the executor is the one place code runs)
+            except BaseException as exc:  # noqa: BLE001 (everything is reported, nothing escapes the thread)
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=target, name="ehr-magic-executor", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        timed_out = worker.is_alive()
+        if timed_out:
+            self._stop(worker)
+        seconds = time.perf_counter() - started
+        ns.pop("print", None)
+        stdout = _cap(buffer.getvalue(), self.output_limit)
+        last = ns.pop("__last__", None)
+        error = outcome["error"]
+        if timed_out:
+            info = ErrorInfo("Timeout", f"the code did not finish within {self.timeout:g} seconds and was stopped; "
+                             "make the query cheaper (filter early, avoid cross joins and Python loops over rows)")
+            if isinstance(error, BaseException):
+                info.line, info.line_text = _failing_line(error, code)
+            return Execution(ok=False, stdout=stdout, error=info, seconds=seconds, timed_out=True, namespace=ns)
+        if error is not None:
+            if isinstance(error, KeyboardInterrupt):
+                raise error
+            return Execution(ok=False, stdout=stdout, error=_error_info(error, code), seconds=seconds, namespace=ns)
+        answer = ns.get("answer", _MISSING)
+        return Execution(ok=True, answer=None if answer is _MISSING else answer, has_answer=answer is not _MISSING,
+                         last_value=last, stdout=stdout, seconds=seconds, namespace=ns)
+
+    def _stop(self, worker: threading.Thread) -> None:
+        """Stop a runaway run: interrupt DuckDB, then raise in the Python thread."""
+        deadline = time.monotonic() + 5
+        while worker.is_alive() and time.monotonic() < deadline:
+            self.ehr.interrupt()
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(ExecutionTimeout))
+            worker.join(0.2)
+
+
+def _capture_last_expression(code: str) -> str:
+    """Rewrite a trailing expression ``x`` into ``__last__ = x`` (line numbers unchanged)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        assign = ast.Assign(targets=[ast.Name("__last__", ast.Store())], value=last.value)
+        tree.body[-1] = ast.copy_location(assign, last)
+        ast.fix_missing_locations(tree)
+        return tree  # type: ignore[return-value]  # compile() accepts an AST
+    return code
+
+
+def _capturing_print(buffer: io.StringIO):
+    def captured_print(*args: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False) -> None:
+        if file is not None:
+            print(*args, sep=sep, end=end, file=file, flush=flush)
+            return
+        buffer.write(sep.join(str(a) for a in args) + end)
+
+    return captured_print
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [{len(text) - limit} more characters cut]"
+
+
+def _line(code: str, lineno: int | None) -> str:
+    lines = code.splitlines()
+    return lines[lineno - 1].strip() if lineno and 0 < lineno <= len(lines) else ""
+
+
+def _failing_line(error: BaseException, code: str) -> tuple[int | None, str]:
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == GENERATED]
+    if not frames:
+        return None, ""
+    return frames[-1].lineno, _line(code, frames[-1].lineno)
+
+
+def _error_info(error: BaseException, code: str) -> ErrorInfo:
+    lineno, text = _failing_line(error, code)
+    frames = traceback.extract_tb(error.__traceback__)
+    generated = [i for i, f in enumerate(frames) if f.filename == GENERATED]
+    # The call made from generated code into a library (e.g. sql() for ehr.sql) that raised.
+    call = f"{frames[generated[-1] + 1].name}()" if generated and generated[-1] + 1 < len(frames) else ""
+    message = str(error).strip() or type(error).__name__
+    return ErrorInfo(type(error).__name__, _cap(message, 1500), lineno, text, call)
+
+
+def is_empty_answer(value: Any) -> str | None:
+    """Why ``value`` is not a usable answer (None when it is one)."""
+    if value is None:
+        return "`answer` is None"
+    if isinstance(value, float) and math.isnan(value):
+        return "`answer` is NaN"
+    if isinstance(value, pl.LazyFrame):
+        return "`answer` is a LazyFrame; call .collect() so it holds the result"
+    if isinstance(value, pl.DataFrame):
+        if value.height == 0:
+            return "`answer` is an empty DataFrame (0 rows)"
+        if value.height == 1 and value.width == 1 and value.item() is None:
+            return "`answer` is a 1x1 DataFrame holding null"
+        return None
+    if isinstance(value, pl.Series) and value.len() == 0:
+        return "`answer` is an empty Series"
+    if isinstance(value, (list, tuple, set, dict)) and len(value) == 0:
+        return f"`answer` is an empty {type(value).__name__}"
+    return None

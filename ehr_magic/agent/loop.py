@@ -1,0 +1,142 @@
+"""The agent loop: question -> knowledge -> code -> run -> feedback/debugger -> code ...
+
+EHRAgent's method (knowledge integration, few-shot examples, interactive coding with
+execution feedback, rubber-duck debugging, up to T steps), readable in one screen.
+The loop prints nothing: it reports progress as ``Event`` objects to ``on_event`` and
+returns an ``AgentResult``; front ends (CLI, magic, panel, eval) render them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ehr_magic.agent import context, prompts
+from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
+from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
+from ehr_magic.agent.hints import value_hints
+from ehr_magic.agent.replies import parse_reply
+from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, preview
+
+KnowledgeMode = Literal["separate", "inline", "off"]
+
+
+@dataclass
+class AgentSettings:
+    max_steps: int = 10
+    shots: int = 4
+    knowledge: KnowledgeMode = "inline"  # one call per step; see docs/agent.md for the measurement
+    timeout: float = 60.0
+    debugger: bool = True
+    stream: bool | None = None  # None: the LLM settings decide
+
+
+@dataclass
+class Event:
+    kind: Literal["phase", "token", "step", "done"]
+    phase: str = ""  # examples | knowledge | code | run | debug
+    detail: str = ""
+    step: ActionStep | None = None
+    result: AgentResult | None = None
+    elapsed: float = 0.0
+
+
+class Agent:
+    """Answers questions about one ``EHR`` with one LLM client."""
+
+    def __init__(self, ehr: Any, llm: Any, *, examples: ExampleSource | None = None,
+                 settings: AgentSettings | None = None) -> None:
+        self.ehr, self.llm = ehr, llm
+        self.examples = examples or SeedExamples()
+        self.settings = settings or AgentSettings()
+        self.executor = Executor(ehr, timeout=self.settings.timeout)
+
+    def run(self, question: str, *, on_event: Callable[[Event], None] | None = None) -> AgentResult:
+        started = time.perf_counter()
+        emit = (lambda **kw: on_event(Event(elapsed=time.perf_counter() - started, **kw))) if on_event else (lambda **kw: None)
+        s = self.settings
+        result = AgentResult(question=question, status="failed", model=getattr(self.llm.settings, "model", ""))
+        emit(kind="phase", phase="examples")
+        shots = self.examples.examples(question, self.ehr.schema, s.shots)
+        result.examples = [e.id for e in shots]
+        system = {"role": "system", "content": context.system_prompt(self.ehr)}
+        if s.knowledge == "separate":
+            emit(kind="phase", phase="knowledge")
+            result.knowledge = self._call(result, "knowledge", [system, _user(prompts.render("knowledge", question=question))]).text.strip()
+        messages = [system, _user(context.question_message(question, shots, result.knowledge))]
+        reminded, previous_code = False, None
+        for index in range(1, s.max_steps + 1):
+            emit(kind="phase", phase="code", detail=f"step {index}/{s.max_steps}")
+            text = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t)).text
+            reply = parse_reply(text)
+            if reply.kind == "none" and not reminded:  # one reminder, then a clear failure
+                reminded = True
+                messages += [{"role": "assistant", "content": text}, _user(prompts.render("reminder"))]
+                text = self._call(result, "reminder", messages).text
+                reply = parse_reply(text)
+            if reply.kind in ("clarify", "abstain"):
+                result.status = "clarify" if reply.kind == "clarify" else "abstained"
+                result.message = reply.message
+                break
+            if reply.kind == "none":
+                result.message = "The model replied without code twice; try rephrasing the question."
+                break
+            step = ActionStep(index, reply=text, code=reply.code,
+                              knowledge=result.knowledge if s.knowledge == "separate" else reply.knowledge)
+            emit(kind="phase", phase="run", detail=f"step {index}/{s.max_steps}")
+            namespace = base_namespace(self.ehr)
+            execution = self.executor.run(step.code, namespace)
+            step.run_seconds, step.stdout, step.error = execution.seconds, execution.stdout, execution.error
+            if execution.ok:
+                step.soft_failure = "the code did not set `answer`" if not execution.has_answer else (is_empty_answer(execution.answer) or "")
+                step.answer_preview = preview(execution.answer) if execution.has_answer else ""
+                accept_empty = step.soft_failure.startswith("`answer` is an empty") and (
+                    step.code == previous_code or "TERMINATE" in text)
+                if not step.soft_failure or accept_empty:
+                    step.soft_failure = ""
+                    result.status, result.answer, result.code = "answered", execution.answer, step.code
+                    result.knowledge = step.knowledge
+                    result.namespace = {k: v for k, v in namespace.items() if not k.startswith("__")}
+                    result.steps.append(step)
+                    emit(kind="step", step=step)
+                    break
+            step.hints = [h.describe() for h in value_hints(step.code, self.ehr)]
+            trace = context.trace_text(step.error, step.soft_failure, step.stdout)
+            if s.debugger and index < s.max_steps:
+                emit(kind="phase", phase="debug", detail=f"step {index}/{s.max_steps}")
+                step.debugger_note = self._debug(result, question, step.code, trace, step.hints)
+            step.feedback = prompts.render(
+                "feedback", outcome=trace,
+                hints=("\nValues in the code that match nothing stored:\n" + "\n".join(f"- {h}" for h in step.hints) + "\n") if step.hints else "",
+                debugger=f"\nDebugger's note: {step.debugger_note}\n" if step.debugger_note else "")
+            result.steps.append(step)
+            result.message = trace
+            emit(kind="step", step=step)
+            messages += step.to_messages()
+            previous_code = step.code
+        result.own_seconds = time.perf_counter() - started - result.model_seconds
+        emit(kind="done", result=result)
+        return result
+
+    def _debug(self, result: AgentResult, question: str, code: str, trace: str, hints: list[str]) -> str:
+        tables = context.tables_in_code(self.ehr, code)
+        columns = "\n".join(f"{t}: {', '.join(self.ehr.columns(t))}" for t in tables)
+        body = prompts.render("debugger", question=question, numbered_code=context.numbered(code),
+                              trace=trace + ("\n" + "\n".join(hints) if hints else "") +
+                              (f"\n\nColumns of the tables used:\n{columns}" if columns else ""))
+        messages = [{"role": "system", "content": prompts.render("debugger_system")}, _user(body)]
+        return self._call(result, "debug", messages).text.strip()
+
+    def _call(self, result: AgentResult, purpose: str, messages: list[dict[str, str]],
+              on_token: Callable[[str], None] | None = None):
+        completion = self.llm.chat(messages, purpose=purpose, stream=self.settings.stream, on_token=on_token)
+        result.llm_calls.append(LLMCall(purpose, completion.prompt_tokens, completion.completion_tokens,
+                                        completion.latency_s, completion.call_id))
+        result.model_seconds += completion.latency_s
+        return completion
+
+
+def _user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}

@@ -1,0 +1,41 @@
+"""Prompt templates: package data (``prompts/*.txt``), versioned, rendered strictly.
+
+Templates use ``$name`` placeholders (``string.Template``), which leave the braces of
+Python and SQL code alone; a missing variable is an error, never a silent blank.
+What does not change between questions comes first (the system prompt), so providers'
+prompt caching applies to it.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from string import Template
+
+PROMPT_VERSION = 1
+NAMES = ("system", "knowledge", "question", "example", "feedback", "debugger_system", "debugger", "reminder")
+
+
+class PromptError(KeyError):
+    """A template was rendered without one of its variables (a bug in our code)."""
+
+
+@cache
+def template(name: str) -> Template:
+    if name not in NAMES:
+        raise PromptError(f"unknown prompt template {name!r}")
+    text = resources.files("ehr_magic.agent").joinpath("prompts").joinpath(f"{name}.txt").read_text(encoding="utf-8")
+    return Template(text)
+
+
+def render(name: str, **values: object) -> str:
+    """Fill template ``name``; every ``$placeholder`` must be given."""
+    try:
+        return template(name).substitute({k: str(v) for k, v in values.items()})
+    except KeyError as exc:
+        raise PromptError(f"prompt {name!r} needs a value for {exc.args[0]!r}") from None
+
+
+def placeholders(name: str) -> set[str]:
+    """The variables template ``name`` expects."""
+    return set(template(name).get_identifiers())

@@ -1,0 +1,37 @@
+"""Reading a model reply: code, knowledge bullets, a clarifying question or an abstention."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+_MARKER = re.compile(r"^\s*(CLARIFY|UNANSWERABLE|CANNOT_ANSWER|ABSTAIN)\s*:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
+_KNOWLEDGE = re.compile(r"knowledge\s*:\s*\n(.*?)(?=```|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: Literal["code", "clarify", "abstain", "none"]
+    code: str = ""
+    knowledge: str = ""
+    message: str = ""
+
+
+def parse_reply(text: str) -> Reply:
+    """Classify a reply. Code wins over markers only when no marker opens the reply."""
+    text = text or ""
+    knowledge_match = _KNOWLEDGE.search(text)
+    knowledge = knowledge_match.group(1).strip() if knowledge_match else ""
+    blocks = [b.strip() for b in _FENCE.findall(text) if b.strip()]
+    marker = _MARKER.search(text)
+    if marker and (not blocks or text.strip().upper().startswith(marker.group(1).upper())):
+        kind = "clarify" if marker.group(1).upper() == "CLARIFY" else "abstain"
+        return Reply(kind, message=marker.group(2).strip(), knowledge=knowledge)
+    if blocks:
+        # The longest block is the program; shorter ones are usually illustrations.
+        code = max(blocks, key=len)
+        code = re.sub(r"\n?\s*TERMINATE\s*$", "", code).rstrip()
+        return Reply("code", code=code, knowledge=knowledge)
+    return Reply("none", knowledge=knowledge, message=text.strip()[:500])

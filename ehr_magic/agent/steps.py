@@ -1,0 +1,142 @@
+"""Step objects of an agent run: what was asked, generated, run and learned, with costs.
+
+Each step can render itself as chat messages (``to_messages``), so the conversation
+sent to the model is derived from the steps, never kept on the side.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import polars as pl
+
+from ehr_magic.agent.executor import ErrorInfo
+
+Status = Literal["answered", "clarify", "abstained", "failed"]
+
+
+@dataclass
+class LLMCall:
+    purpose: str  # knowledge | code | debug | reminder
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    call_id: int | None = None
+
+
+@dataclass
+class ActionStep:
+    """One attempt: the model's reply, the code run, and the feedback it produced."""
+
+    index: int
+    reply: str
+    code: str = ""
+    knowledge: str = ""
+    error: ErrorInfo | None = None
+    soft_failure: str = ""  # ran, but the answer is unusable: why
+    hints: list[str] = field(default_factory=list)
+    debugger_note: str = ""
+    stdout: str = ""
+    answer_preview: str = ""
+    run_seconds: float = 0.0
+    feedback: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return bool(self.code) and self.error is None and not self.soft_failure
+
+    def to_messages(self) -> list[dict[str, str]]:
+        messages = [{"role": "assistant", "content": self.reply}]
+        if self.feedback:
+            messages.append({"role": "user", "content": self.feedback})
+        return messages
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "code": self.code, "knowledge": self.knowledge,
+            "error": self.error.describe() if self.error else None, "soft_failure": self.soft_failure or None,
+            "hints": self.hints, "debugger_note": self.debugger_note or None, "stdout": self.stdout,
+            "answer_preview": self.answer_preview, "run_seconds": round(self.run_seconds, 4),
+        }
+
+
+@dataclass
+class AgentResult:
+    """Everything about one question: status, answer, final code, steps and costs."""
+
+    question: str
+    status: Status
+    answer: Any = None
+    code: str = ""
+    knowledge: str = ""
+    message: str = ""  # clarifying question, abstention reason, or the last error
+    steps: list[ActionStep] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)  # ids of the few-shot examples used
+    model: str = ""
+    model_seconds: float = 0.0
+    own_seconds: float = 0.0
+    namespace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.llm_calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.llm_calls)
+
+    @property
+    def seconds(self) -> float:
+        return self.model_seconds + self.own_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question, "status": self.status, "answer": to_json_value(self.answer),
+            "code": self.code, "knowledge": self.knowledge, "message": self.message,
+            "steps": [s.to_dict() for s in self.steps], "llm_calls": len(self.llm_calls),
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 4), "model_seconds": round(self.model_seconds, 4),
+            "own_seconds": round(self.own_seconds, 4), "model": self.model, "examples": self.examples,
+        }
+
+
+def to_json_value(value: Any) -> Any:
+    """Plain JSON for an answer: numbers, strings, lists of rows."""
+    if isinstance(value, pl.LazyFrame):
+        value = value.collect()
+    if isinstance(value, pl.DataFrame):
+        return [[to_json_value(v) for v in row] for row in value.iter_rows()]
+    if isinstance(value, pl.Series):
+        return [to_json_value(v) for v in value.to_list()]
+    if isinstance(value, (list, tuple, set)):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "item"):  # numpy scalars
+        try:
+            return to_json_value(value.item())
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
+def preview(value: Any, limit: int = 1500) -> str:
+    """A short text view of an answer for feedback and memory."""
+    if isinstance(value, pl.DataFrame):
+        with pl.Config(tbl_rows=10, tbl_cols=12, fmt_str_lengths=60):
+            text = f"DataFrame with {value.height} rows x {value.width} columns:\n{value}"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + " ..."
