@@ -27,7 +27,8 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         monkeypatch.setenv(var, str(root / sub))
     for var in ["EHR_MAGIC_MEMORY", "EHR_MAGIC_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
                 "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION",
-                "AZURE_OPENAI_DEPLOYMENT"]:
+                "AZURE_OPENAI_DEPLOYMENT", "AZURE_OPENAI_API_VERSION", "AZURE_OPENAI_AD_TOKEN",
+                "OPENAI_CUSTOM_HEADERS", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"]:
         monkeypatch.delenv(var, raising=False)
     return root
 

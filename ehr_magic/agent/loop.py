@@ -31,6 +31,7 @@ class AgentSettings:
     timeout: float = 60.0
     debugger: bool = True
     stream: bool | None = None  # None: the LLM settings decide
+    execute: bool = True  # False: return the first code unrun (status "generated")
 
 
 @dataclass
@@ -85,6 +86,10 @@ class Agent:
                 break
             step = ActionStep(index, reply=text, code=reply.code,
                               knowledge=result.knowledge if s.knowledge == "separate" else reply.knowledge)
+            if not s.execute:
+                result.status, result.code, result.knowledge = "generated", step.code, step.knowledge
+                result.steps.append(step)
+                break
             emit(kind="phase", phase="run", detail=f"step {index}/{s.max_steps}")
             namespace = base_namespace(self.ehr)
             execution = self.executor.run(step.code, namespace)

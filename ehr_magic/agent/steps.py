@@ -15,7 +15,7 @@ import polars as pl
 
 from ehr_magic.agent.executor import ErrorInfo
 
-Status = Literal["answered", "clarify", "abstained", "failed"]
+Status = Literal["answered", "clarify", "abstained", "failed", "generated"]
 
 
 @dataclass

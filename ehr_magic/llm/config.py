@@ -1,0 +1,469 @@
+"""Which model to call, where, and with which key.
+
+Settings come from four levels, highest first:
+
+1. explicit arguments (``resolve_settings(model=...)``, a ``--model`` flag);
+2. overrides from the notebook (``%config EhrMagics.model = ...``);
+3. the ``[llm]`` section of ``config_dir()/config.toml``;
+4. the usual environment variables (``EHR_MAGIC_MODEL``, ``OPENAI_API_KEY``,
+   ``OPENAI_BASE_URL``, ``AZURE_OPENAI_*``, ``OPENAI_API_VERSION``).
+
+The provider is inferred when not set: ``azure`` if an Azure endpoint is configured,
+``compatible`` (any OpenAI-compatible server: vLLM, Ollama, llama.cpp, a gateway) if a
+base URL is configured, ``openai`` otherwise. A missing setting raises one
+``ConfigError`` sentence that says what to set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from ehr_magic.errors import ConfigError
+from ehr_magic.paths import config_dir
+
+Provider = Literal["openai", "azure", "compatible"]
+PROVIDERS: tuple[str, ...] = ("openai", "azure", "compatible")
+
+CONFIG_FILENAME = "config.toml"
+SECTION = "llm"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_AZURE_API_VERSION = "2024-10-21"
+NO_KEY_PLACEHOLDER = "not-needed"
+"""Sent as the API key to local OpenAI-compatible servers that need none."""
+
+
+@dataclass
+class LLMSettings:
+    """Everything needed to reach one chat model. ``api_key`` never appears in ``repr``."""
+
+    provider: Provider
+    model: str
+    api_key: str = field(repr=False)
+    base_url: str | None = None
+    azure_endpoint: str | None = None
+    api_version: str | None = None
+    deployment: str | None = None
+    temperature: float | None = 0.0
+    """``None`` sends no temperature (set ``temperature = "default"`` in the config)."""
+    timeout: float = 60.0
+    max_retries: int = 4
+    stream: bool = True
+    sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """Where each value came from, e.g. ``{"model": "env EHR_MAGIC_MODEL"}``."""
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to (without the chat path), for messages and the audit log."""
+        if self.provider == "azure":
+            root = (self.azure_endpoint or "").rstrip("/")
+            return f"{root}/openai/deployments/{self.deployment or self.model}"
+        return (self.base_url or OPENAI_BASE_URL).rstrip("/")
+
+
+SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(LLMSettings) if f.name != "sources")
+
+# Environment variables per setting, first match wins. The API key is provider-dependent.
+_ENV: dict[str, tuple[str, ...]] = {
+    "model": ("EHR_MAGIC_MODEL",),
+    "base_url": ("OPENAI_BASE_URL",),
+    "azure_endpoint": ("AZURE_OPENAI_ENDPOINT",),
+    "api_version": ("OPENAI_API_VERSION", "AZURE_OPENAI_API_VERSION"),
+    "deployment": ("AZURE_OPENAI_DEPLOYMENT",),
+}
+_KEY_ENV = {"openai": "OPENAI_API_KEY", "compatible": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
+
+
+def config_path() -> Path:
+    """The user config file: ``config_dir()/config.toml``."""
+    return config_dir() / CONFIG_FILENAME
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"Cannot parse {path} ({exc}): fix the TOML syntax or delete the file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read {path} ({exc}): check that the file is readable.") from None
+
+
+def read_config_file(path: Path | None = None) -> dict[str, Any]:
+    """The ``[llm]`` section of the config file (empty if the file does not exist)."""
+    path = path or config_path()
+    data = _read_toml(path)
+    section = data.get(SECTION, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"In {path}, 'llm' must be a table ([llm]) with one key per setting.")
+    _check_keys(section, f"under [llm] in {path}")
+    return section
+
+
+def _check_keys(values: Mapping[str, Any], where: str) -> None:
+    for key in values:
+        if key not in SETTING_KEYS:
+            close = difflib.get_close_matches(key, SETTING_KEYS, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"valid keys are {', '.join(SETTING_KEYS)}."
+            raise ConfigError(f"Unknown setting '{key}' {where}: {hint}")
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    """Turn a value from any level into the type the field expects."""
+    if value is None:
+        return None
+    try:
+        if key == "temperature" and isinstance(value, str) and value.strip().lower() in ("default", "none", "omit"):
+            return "default"  # send no temperature (models that only accept their default)
+        if key in ("temperature", "timeout"):
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value)
+            if not math.isfinite(number) or number < 0:
+                raise ValueError
+            return number
+        if key == "max_retries":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            number = int(value)
+            if number < 0:
+                raise ValueError
+            return number
+        if key == "stream":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if key == "provider":
+            text = str(value).strip().lower()
+            if text not in PROVIDERS:
+                raise ValueError
+            return text
+        if not isinstance(value, str):
+            raise ValueError
+        return value.strip() or None
+    except (TypeError, ValueError):
+        expected = {
+            "temperature": "a number >= 0, or \"default\" to send none",
+            "timeout": "a number of seconds >= 0",
+            "max_retries": "a whole number >= 0",
+            "stream": "true or false",
+            "provider": " or ".join(repr(p) for p in PROVIDERS),
+        }.get(key, "a string")
+        raise ConfigError(f"Invalid value {value!r} for '{key}' {where}: expected {expected}.") from None
+
+
+def _env_level() -> dict[str, tuple[Any, str]]:
+    level: dict[str, tuple[Any, str]] = {}
+    for key, names in _ENV.items():
+        for name in names:
+            value = os.environ.get(name, "").strip()
+            if value:
+                level[key] = (value, f"env {name}")
+                break
+    return level
+
+
+def resolve_settings(
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+    **explicit: Any,
+) -> LLMSettings:
+    """Combine explicit arguments > ``overrides`` > config file > environment > defaults.
+
+    Explicit arguments that are ``None`` count as not given, so a front end can pass
+    ``model=args.model`` unconditionally. Raises ``ConfigError`` naming what to set.
+    """
+    path = config_file or config_path()
+    unknown = [k for k in explicit if k not in SETTING_KEYS]
+    if unknown:
+        raise TypeError(f"resolve_settings() got unknown settings: {', '.join(unknown)}")
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    _check_keys(overrides, "in the notebook overrides (%config EhrMagics)")
+
+    levels: list[dict[str, tuple[Any, str]]] = [
+        {k: (_coerce(k, v, "passed as an argument"), "argument") for k, v in explicit.items() if v is not None},
+        {k: (_coerce(k, v, "in %config EhrMagics"), "%config") for k, v in overrides.items()},
+        {k: (_coerce(k, v, f"under [llm] in {path}"), str(path)) for k, v in read_config_file(path).items()},
+        {k: (_coerce(k, v, f"in env {src[4:]}"), src) for k, (v, src) in _env_level().items()},
+    ]
+    for level in levels:  # empty strings count as unset
+        for key in [k for k, (v, _) in level.items() if v is None]:
+            del level[key]
+
+    def pick(key: str) -> tuple[Any, str] | None:
+        for level in levels:
+            if key in level:
+                return level[key]
+        return None
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in SETTING_KEYS:
+        found = pick(key)
+        if found is not None:
+            values[key], sources[key] = found
+
+    provider = values.get("provider")
+    if provider is None:
+        # The highest level that says where to connect decides the provider.
+        provider = "openai"
+        for level in levels:
+            if "azure_endpoint" in level:
+                provider = "azure"
+                break
+            if "base_url" in level:
+                provider = "compatible"
+                break
+        sources["provider"] = "inferred"
+
+    if provider == "azure":
+        if not values.get("azure_endpoint"):
+            raise ConfigError(
+                "No Azure endpoint configured: set AZURE_OPENAI_ENDPOINT, or add "
+                f'azure_endpoint = "https://<resource>.openai.azure.com" under [llm] in {path}.'
+            )
+        if not values.get("model") and values.get("deployment"):
+            values["model"], sources["model"] = values["deployment"], sources["deployment"]
+        if not values.get("deployment") and values.get("model"):
+            values["deployment"], sources["deployment"] = values["model"], sources["model"]
+        if not values.get("api_version"):
+            values["api_version"], sources["api_version"] = DEFAULT_AZURE_API_VERSION, "default"
+
+    if not values.get("model"):
+        extra = " (or AZURE_OPENAI_DEPLOYMENT)" if provider == "azure" else ""
+        raise ConfigError(
+            f"No model configured: set EHR_MAGIC_MODEL{extra}, pass --model "
+            f'(or %config EhrMagics.model = "..."), or add model = "..." under [llm] in {path}.'
+        )
+
+    if not values.get("api_key"):
+        env_name = _KEY_ENV[provider]
+        env_value = os.environ.get(env_name, "").strip()
+        if env_value:
+            values["api_key"], sources["api_key"] = env_value, f"env {env_name}"
+        elif provider == "compatible":
+            values["api_key"], sources["api_key"] = NO_KEY_PLACEHOLDER, "placeholder (no key needed)"
+        elif provider == "azure":
+            raise ConfigError(
+                f"No API key for Azure OpenAI at {values['azure_endpoint']}: set AZURE_OPENAI_API_KEY, "
+                f'or add api_key = "..." under [llm] in {path}.'
+            )
+        else:
+            raise ConfigError(
+                f'No OpenAI API key found: set OPENAI_API_KEY, or add api_key = "..." under [llm] in {path} '
+                "(for a local OpenAI-compatible server, set OPENAI_BASE_URL instead)."
+            )
+
+    if provider == "compatible" and not values.get("base_url"):
+        raise ConfigError(
+            "Provider 'compatible' needs a server URL: set OPENAI_BASE_URL, or add "
+            f'base_url = "http://localhost:8000/v1" under [llm] in {path}.'
+        )
+
+    defaults = {f.name: f.default for f in fields(LLMSettings) if f.name in ("temperature", "timeout", "max_retries", "stream")}
+    for key, default in defaults.items():
+        if key not in values:
+            values[key], sources[key] = default, "default"
+
+    return LLMSettings(
+        provider=provider,
+        model=values["model"],
+        api_key=values["api_key"],
+        base_url=values.get("base_url"),
+        azure_endpoint=values.get("azure_endpoint"),
+        api_version=values.get("api_version"),
+        deployment=values.get("deployment"),
+        temperature=None if values["temperature"] == "default" else values["temperature"],
+        timeout=values["timeout"],
+        max_retries=values["max_retries"],
+        stream=values["stream"],
+        sources=sources,
+    )
+
+
+# --------------------------------------------------------------------------- display
+
+
+def mask_key(key: str | None) -> str:
+    """Show enough of a key to recognise it, never enough to use it."""
+    if not key:
+        return "(not set)"
+    if key == NO_KEY_PLACEHOLDER:
+        return "(none needed)"
+    if len(key) <= 12:
+        return "****"
+    return f"{key[:3]}...{key[-4:]}"
+
+
+def describe_settings(settings: LLMSettings) -> dict[str, Any]:
+    """The settings as a plain dict for display (``%ehr config``, ``ehr-magic config``), key masked."""
+    out: dict[str, Any] = {"endpoint": settings.endpoint}
+    for key in SETTING_KEYS:
+        value = getattr(settings, key)
+        out[key] = mask_key(value) if key == "api_key" else value
+    out["sources"] = dict(settings.sources)
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _toml_string(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_key(key: str) -> str:
+    bare = key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key)
+    return key if bare else _toml_string(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise ConfigError(f"Cannot write {value!r} to the config file: only strings, numbers and booleans are supported.")
+
+
+def _dump_toml(data: Mapping[str, Any]) -> str:
+    """Serialise a parsed TOML document (scalars, arrays and nested tables)."""
+    lines: list[str] = []
+
+    def emit(table: Mapping[str, Any], prefix: list[str]) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        tables = {k: v for k, v in table.items() if isinstance(v, dict)}
+        if prefix and (scalars or not tables):
+            if lines:
+                lines.append("")
+            lines.append("[" + ".".join(_toml_key(p) for p in prefix) + "]")
+        for key, value in scalars.items():
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+        for key, value in tables.items():
+            emit(value, [*prefix, key])
+
+    emit(data, [])
+    return "\n".join(lines) + "\n"
+
+
+def _edit_lines(text: str, key: str, value: Any) -> str:
+    """Set or remove ``key`` under ``[llm]`` by editing lines, keeping comments."""
+    lines = text.splitlines()
+    start = None
+    for i, line in enumerate(lines):
+        if line.strip().split("#", 1)[0].strip().replace(" ", "") == f"[{SECTION}]":
+            start = i
+            break
+    new_line = None if value is None else f"{key} = {_toml_value(value)}"
+    if start is None:
+        if new_line is None:
+            return text
+        tail = ["", f"[{SECTION}]", new_line] if any(l.strip() for l in lines) else [f"[{SECTION}]", new_line]
+        return "\n".join([*lines, *tail]) + "\n"
+    end = len(lines)
+    for j in range(start + 1, len(lines)):
+        if lines[j].lstrip().startswith("["):
+            end = j
+            break
+    for j in range(start + 1, end):
+        head = lines[j].split("=", 1)[0].strip()
+        if "=" in lines[j] and head == key:
+            if new_line is None:
+                del lines[j]
+            else:
+                lines[j] = new_line
+            return "\n".join(lines) + "\n"
+    if new_line is not None:
+        insert_at = end
+        while insert_at > start + 1 and not lines[insert_at - 1].strip():
+            insert_at -= 1
+        lines.insert(insert_at, new_line)
+    return "\n".join(lines) + "\n"
+
+
+def save_setting(key: str, value: Any, *, config_file: Path | None = None) -> Path:
+    """Write ``key = value`` under ``[llm]`` in the config file (``None`` removes the key).
+
+    The file is replaced atomically (temporary file + rename) and kept private (0600),
+    since it may hold an API key. Comments and other sections are preserved.
+    Returns the path written.
+    """
+    path = config_file or config_path()
+    _check_keys({key: value}, "for save_setting()")
+    coerced = _coerce(key, value, f"for save_setting() (writing {path})")
+    data = _read_toml(path)
+    original = path.read_text(encoding="utf-8") if path.exists() else ""
+
+    expected = {k: v for k, v in data.items()}
+    section = dict(expected.get(SECTION, {}))
+    if coerced is None:
+        section.pop(key, None)
+    else:
+        section[key] = coerced
+    expected[SECTION] = section
+
+    new_text = _edit_lines(original, key, coerced)
+    try:
+        ok = tomllib.loads(new_text) == expected
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:  # unusual layout (dotted keys, inline table...): rewrite the whole file
+        new_text = _dump_toml(expected)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(new_text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
