@@ -7,3 +7,16 @@ __version__ = "0.1.0"
 from ehr_magic.data import EHR, connect  # noqa: E402
 
 __all__ = ["EHR", "connect", "__version__"]
+
+
+def load_ipython_extension(ip) -> None:  # noqa: ANN001 - IPython's hook signature
+    """``%load_ext ehr_magic``."""
+    from ehr_magic.magic import load_ipython_extension as load
+
+    load(ip)
+
+
+def unload_ipython_extension(ip) -> None:  # noqa: ANN001
+    from ehr_magic.magic import unload_ipython_extension as unload
+
+    unload(ip)

@@ -44,11 +44,11 @@ class Answer:
 class Assistant:
     """Answers questions on one ``EHR`` with a memory store and (lazily) a model."""
 
-    def __init__(self, ehr: Any, *, memory: Any = None, llm_options: dict[str, Any] | None = None,
+    def __init__(self, ehr: Any, *, memory: Any = None, llm_overrides: dict[str, Any] | None = None,
                  settings: AgentSettings | None = None, store_auto: bool = False) -> None:
         self.ehr = ehr
         self.memory = memory
-        self.llm_options = dict(llm_options or {})
+        self.llm_overrides = dict(llm_overrides or {})  # e.g. %config EhrMagics.model
         self.settings = settings or AgentSettings()
         self.store_auto = store_auto
         self._llm = None
@@ -56,7 +56,7 @@ class Assistant:
 
     # -- answering ---------------------------------------------------------------------
 
-    def ask(self, question: str, *, regenerate: bool = False, execute: bool = True,
+    def ask(self, question: str, *, regenerate: bool = False, execute: bool = True, model: str | None = None,
             settings: AgentSettings | None = None, on_event: Callable[[Event], None] | None = None) -> Answer:
         started = time.perf_counter()
         if not regenerate and self.memory is not None:
@@ -65,7 +65,7 @@ class Assistant:
                 reused.seconds = time.perf_counter() - started
                 return reused
         agent_settings = replace(settings or self.settings, execute=execute)
-        agent = Agent(self.ehr, self.llm(), examples=self._examples(), settings=agent_settings)
+        agent = Agent(self.ehr, self.llm(model), examples=self._examples(), settings=agent_settings)
         result = agent.run(question, on_event=on_event)
         answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
                         "agent", None, result, result.namespace, time.perf_counter() - started)
@@ -111,15 +111,21 @@ class Assistant:
 
     # -- model -------------------------------------------------------------------------
 
-    def llm(self):
-        """The LLM client for the current settings (created on first use)."""
+    def llm(self, model: str | None = None):
+        """The LLM client for the current settings (re-created when they change).
+
+        Raises ``ConfigError`` naming what to set when no model is configured.
+        """
         from ehr_magic.llm import LLMClient, resolve_settings
 
-        key = tuple(sorted((k, str(v)) for k, v in self.llm_options.items() if v not in (None, "")))
+        overrides = {k: v for k, v in self.llm_overrides.items() if v not in (None, "")}
+        settings = resolve_settings(overrides=overrides, model=model)
+        key = (settings.provider, settings.model, settings.endpoint, settings.api_key, settings.temperature,
+               settings.timeout, settings.stream)
         if self._llm is None or key != self._llm_key:
-            explicit = {k: v for k, v in self.llm_options.items() if v not in (None, "")}
-            self._llm = LLMClient(resolve_settings(**explicit))
-            self._llm_key = key
+            if self._llm is not None:
+                self._llm.close()
+            self._llm, self._llm_key = LLMClient(settings), key
         return self._llm
 
     def _examples(self):

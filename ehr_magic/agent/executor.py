@@ -107,7 +107,11 @@ class Executor:
 
         worker = threading.Thread(target=target, name="ehr-magic-executor", daemon=True)
         worker.start()
-        worker.join(self.timeout)
+        try:
+            worker.join(self.timeout)
+        except KeyboardInterrupt:  # the analyst pressed stop: stop the run too, then pass it on
+            self._stop(worker)
+            raise
         timed_out = worker.is_alive()
         if timed_out:
             self._stop(worker)

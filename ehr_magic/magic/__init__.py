@@ -1,0 +1,44 @@
+"""IPython integration: ``%load_ext ehr_magic`` registers ``%%ehr``/``%ehr``, the
+post-run hook that accepts inserted cells, and binds ``ehr``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ehr_magic.errors import EhrMagicError
+
+
+def load_ipython_extension(ip: Any) -> None:
+    from ehr_magic.magic.hook import make_post_run_hook
+    from ehr_magic.magic.magics import EhrMagics
+
+    magics = EhrMagics(ip)
+    ip.register_magics(magics)
+    hook = make_post_run_hook(magics.session)
+    ip.events.register("post_run_cell", hook)
+    ip._ehr_magic = (magics, hook)  # kept for unload and for the side panel's comm
+    try:
+        from ehr_magic.panel import register_comm_target
+
+        register_comm_target(ip, magics)
+    except ImportError:
+        pass
+    try:
+        magics._ready()
+        print(magics.session.description)
+    except EhrMagicError as exc:
+        print(f"ehr-magic loaded; no database yet: {exc} Use %ehr connect PATH|demo|synthetic.")
+
+
+def unload_ipython_extension(ip: Any) -> None:
+    state = getattr(ip, "_ehr_magic", None)
+    if state is None:
+        return
+    magics, hook = state
+    try:
+        ip.events.unregister("post_run_cell", hook)
+    except ValueError:
+        pass
+    if magics.session.ehr is not None:
+        magics.session.ehr.close()
+    del ip._ehr_magic

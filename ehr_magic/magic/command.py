@@ -1,0 +1,97 @@
+"""Parsing ``%%ehr`` invocations into small objects, testable without a shell, and the
+marker comment that lets the kernel recognise cells ehr-magic inserted."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import uuid
+from dataclasses import dataclass
+
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+MARKER = re.compile(r"^# ehr-magic #(?P<token>[A-Za-z0-9]+): (?P<question>.*)$")
+
+
+@magic_arguments()
+@argument("--model", help="model to use for this question (default: %%config EhrMagics.model or EHR_MAGIC_MODEL)")
+@argument("--steps", type=int, help="most code attempts, T (default 10)")
+@argument("--shots", type=int, help="few-shot examples from memory, K (default 4)")
+@argument("--knowledge", choices=["separate", "inline", "off"], help="knowledge integration mode (default inline)")
+@argument("--as", dest="as_name", metavar="NAME", help="also bind the answer to this variable")
+@argument("--no-run", action="store_true", help="generate and insert the code, but do not run it")
+@argument("--regenerate", action="store_true", help="ignore the accepted cell in memory and ask the model anew")
+@argument("--quiet", action="store_true", help="show only the answer, no progress or details")
+def ehr_cell_arguments(line: str) -> None:
+    """%%ehr [options]  followed by the question as the cell body.
+
+    Writes code that answers the question, inserts it as a new cell below, runs it and
+    binds its variables (``answer`` among them). Run the inserted cell (edited or not)
+    to accept it: it becomes memory that answers the same question without the model
+    next time and improves later answers.
+    """
+
+
+@dataclass(frozen=True)
+class AskCommand:
+    question: str
+    model: str | None = None
+    steps: int | None = None
+    shots: int | None = None
+    knowledge: str | None = None
+    as_name: str | None = None
+    no_run: bool = False
+    regenerate: bool = False
+    quiet: bool = False
+
+
+class CommandError(ValueError):
+    """The invocation cannot be understood; the message says how to write it."""
+
+
+def parse_ask(line: str, cell: str) -> AskCommand:
+    """``%%ehr`` line options and cell body -> ``AskCommand``."""
+    try:
+        args = parse_argstring(ehr_cell_arguments, line)
+    except Exception as exc:  # UsageError from argparse; keep its message
+        raise CommandError(f"{exc}; see %%ehr? for the options.") from None
+    question = " ".join(cell.strip().split())
+    if not question:
+        raise CommandError("Write the question in the cell body below %%ehr, e.g. How many patients are there?")
+    if args.as_name is not None and not args.as_name.isidentifier():
+        raise CommandError(f"--as needs a Python variable name, not {args.as_name!r}.")
+    if args.steps is not None and args.steps < 1:
+        raise CommandError("--steps must be at least 1.")
+    if args.shots is not None and args.shots < 0:
+        raise CommandError("--shots cannot be negative.")
+    return AskCommand(question, args.model, args.steps, args.shots, args.knowledge, args.as_name,
+                      args.no_run, args.regenerate, args.quiet)
+
+
+def split_line(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise CommandError(f"Cannot read the command ({exc}); check the quotes.") from None
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def marker_line(token: str, question: str) -> str:
+    one_line = " ".join(question.split())
+    return f"# ehr-magic #{token}: {one_line}"
+
+
+def with_marker(token: str, question: str, code: str) -> str:
+    return f"{marker_line(token, question)}\n{code.rstrip()}\n"
+
+
+def read_marker(cell: str) -> tuple[str, str, str] | None:
+    """``(token, question, code)`` of a cell that starts with our marker, else None."""
+    first, _, rest = cell.lstrip("\n").partition("\n")
+    match = MARKER.match(first.rstrip())
+    if not match:
+        return None
+    return match.group("token"), match.group("question"), rest

@@ -1,0 +1,304 @@
+"""``%%ehr`` and ``%ehr``: thin IPython shells over the assistant.
+
+Settings are traitlets (``%config EhrMagics.model = "gpt-4o"``); options of one cell
+come from ``magic_arguments`` (``%%ehr?``). User mistakes and model problems are shown
+as one clear message, never a traceback, and never stop "Run all".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import HTML, display
+from traitlets import Bool, Enum, Float, Integer, Unicode
+from traitlets.config import Configurable
+
+from ehr_magic.agent import AgentSettings, Event
+from ehr_magic.agent.steps import preview
+from ehr_magic.errors import EhrMagicError
+from ehr_magic.magic import command, render
+from ehr_magic.magic.command import CommandError
+from ehr_magic.magic.session import EhrSession, HistoryItem
+
+HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline|off] [--as NAME]
+      [--no-run] [--regenerate] [--quiet]
+  <question>              answer the question with code inserted as a new cell below
+
+%ehr connect PATH|demo|synthetic [--patients N]   connect `ehr` to a database
+%ehr status                                       database, clock, model, memory
+%ehr config [KEY [VALUE]] [--save]                show or set model, base_url, steps, shots, knowledge,
+                                                  timeout, memory; --save writes model/base_url to config.toml
+%ehr memory list|search TEXT|show ID|delete ID    the accepted cells of this dataset
+%ehr history                                      this session's questions
+%ehr help                                         this text
+Run an inserted cell (edited or not) to accept it into memory."""
+
+_CONFIG_KEYS = ("model", "base_url", "steps", "shots", "knowledge", "timeout", "memory", "store")
+
+
+@magics_class
+class EhrMagics(Magics, Configurable):
+    model = Unicode(None, allow_none=True, config=True, help="Model name; overrides the config file and EHR_MAGIC_MODEL.")
+    base_url = Unicode(None, allow_none=True, config=True, help="Base URL of an OpenAI-compatible server.")
+    steps = Integer(10, config=True, help="Most code attempts per question (EHRAgent's T).")
+    shots = Integer(4, config=True, help="Few-shot examples taken from memory (EHRAgent's K).")
+    knowledge = Enum(["separate", "inline", "off"], "inline", config=True, help="Knowledge integration mode.")
+    timeout = Float(60.0, config=True, help="Seconds one run of generated code may take.")
+    memory = Unicode(None, allow_none=True, config=True, help="Memory file (default: EHR_MAGIC_MEMORY or the user data dir).")
+    store = Enum(["accepted", "auto"], "accepted", config=True,
+                 help="What memory keeps: only cells the analyst accepted, or also every successful answer.")
+    database = Unicode(None, allow_none=True, config=True, help="Database to connect at load time (default: demo).")
+    show_progress = Bool(True, config=True, help="Show live progress while the assistant works.")
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell=shell)
+        Configurable.__init__(self, config=shell.config, parent=shell)
+        self.session = EhrSession()
+        self.observe(self._settings_changed, names=list(_CONFIG_KEYS))
+
+    # -- entry point -------------------------------------------------------------------
+
+    @line_cell_magic
+    def ehr(self, line: str, cell: str | None = None) -> None:
+        """Ask a question (%%ehr, question in the cell body) or run a command (%ehr help)."""
+        try:
+            if cell is None:
+                self._command(line)
+            else:
+                self._ask(command.parse_ask(line, cell))
+        except CommandError as exc:
+            raise UsageError(str(exc)) from None
+        except EhrMagicError as exc:
+            self._say(f"ehr-magic: {exc}")
+        except KeyboardInterrupt:
+            self._say("ehr-magic: interrupted; nothing was stored.")
+
+    # -- %%ehr -------------------------------------------------------------------------
+
+    def _ask(self, cmd: command.AskCommand) -> None:
+        session = self._ready()
+        settings = AgentSettings(max_steps=cmd.steps or self.steps, shots=self.shots if cmd.shots is None else cmd.shots,
+                                 knowledge=cmd.knowledge or self.knowledge, timeout=self.timeout)
+        progress = _Progress(enabled=self.show_progress and not cmd.quiet)
+        started = time.perf_counter()
+        try:
+            answer = session.assistant.ask(cmd.question, regenerate=cmd.regenerate, execute=not cmd.no_run,
+                                           model=cmd.model, settings=settings, on_event=progress.on_event)
+        except KeyboardInterrupt:
+            progress.close()
+            session.history.append(HistoryItem(cmd.question, "interrupted", "agent", time.perf_counter() - started))
+            self._say("ehr-magic: interrupted; nothing was stored.")
+            return
+        except EhrMagicError as exc:
+            progress.close()
+            session.history.append(HistoryItem(cmd.question, "error", "agent", time.perf_counter() - started))
+            self._say(f"ehr-magic: {exc}")
+            return
+        progress.close()
+        session.history.append(HistoryItem(cmd.question, answer.status, answer.source, answer.seconds))
+        if answer.status not in ("answered", "generated"):
+            display({"text/plain": render.failure_text(answer), "text/html": render.failure_html(answer)}, raw=True)
+            return
+        token = command.new_token()
+        model = answer.result.model if answer.result else ""
+        session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answer.status == "answered" else "")
+        if answer.source == "agent":
+            self.shell.set_next_input(command.with_marker(token, cmd.question, answer.code), replace=False)
+        if answer.status == "generated":
+            self._say("ehr-magic: code inserted below, not run (--no-run). Run the cell to execute and accept it.")
+            return
+        self._bind(answer, cmd.as_name)
+        display({"text/plain": render.answer_text(answer.answer), "text/html": render.answer_html(answer.answer)}, raw=True)
+        if not cmd.quiet:
+            if answer.source == "memory":
+                display({"text/plain": answer.message, "text/html": render.details_html(answer, model)}, raw=True)
+            else:
+                display({"text/plain": f"{len(answer.result.steps)} steps, {answer.model_calls} model calls",
+                         "text/html": render.details_html(answer, model)}, raw=True)
+            from ehr_magic.magic.widgets import review_buttons
+
+            review_buttons(self, token)
+
+    def _bind(self, answer, as_name: str | None) -> None:
+        skip = {"ehr", "pl", "dt", "datetime", "math", "re", "json", "statistics", "collections", "print"}
+        values = {k: v for k, v in answer.namespace.items() if k not in skip and not k.startswith("_")}
+        values["answer"] = answer.answer
+        if as_name:
+            values[as_name] = answer.answer
+        self.shell.user_ns.update(values)
+
+    # -- %ehr commands -----------------------------------------------------------------
+
+    def _command(self, line: str) -> None:
+        words = command.split_line(line)
+        if not words or words[0] in ("help", "-h", "--help"):
+            print(HELP)
+            return
+        name, args = words[0], words[1:]
+        handler = getattr(self, f"_cmd_{name}", None)
+        if handler is None:
+            raise CommandError(f"Unknown command {name!r}; try %ehr help.")
+        handler(args)
+
+    def _cmd_connect(self, args: list[str]) -> None:
+        if not args:
+            raise CommandError("Usage: %ehr connect PATH|demo|synthetic [--patients N]")
+        patients = 100
+        if "--patients" in args:
+            i = args.index("--patients")
+            try:
+                patients = int(args[i + 1])
+            except (IndexError, ValueError):
+                raise CommandError("--patients needs a whole number, e.g. --patients 500.") from None
+            args = args[:i] + args[i + 2:]
+        description = self.session.connect(args[0], patients=patients)
+        self.shell.user_ns["ehr"] = self.session.ehr
+        self._say(description)
+
+    def _cmd_status(self, args: list[str]) -> None:
+        s = self.session
+        lines = [s.description or "ehr: not connected (%ehr connect demo)"]
+        try:
+            settings = s.assistant.llm().settings if s.assistant else None
+            lines.append(f"model: {settings.model} at {settings.endpoint}" if settings else "model: -")
+        except EhrMagicError as exc:
+            lines.append(f"model: not configured ({exc})")
+        if s.memory is not None:
+            stats = s.memory.stats()
+            mine = stats.by_schema.get(s.ehr.schema, 0) if s.ehr else 0
+            lines.append(f"memory: {stats.path}: {stats.total} entries, {mine} for this schema")
+        lines.append(f"settings: steps {self.steps}, shots {self.shots}, knowledge {self.knowledge}, "
+                     f"timeout {self.timeout:g} s, store {self.store}")
+        print("\n".join(lines))
+
+    def _cmd_config(self, args: list[str]) -> None:
+        save = "--save" in args
+        args = [a for a in args if a != "--save"]
+        if not args:
+            print("\n".join(f"{k} = {getattr(self, k)!r}" for k in _CONFIG_KEYS))
+            return
+        key = args[0]
+        if key not in _CONFIG_KEYS:
+            raise CommandError(f"Unknown setting {key!r}; settings: {', '.join(_CONFIG_KEYS)}.")
+        if len(args) == 1:
+            print(f"{key} = {getattr(self, key)!r}")
+            return
+        value: Any = " ".join(args[1:])
+        try:
+            trait = self.traits()[key]
+            value = trait.from_string(value) if hasattr(trait, "from_string") else value
+            setattr(self, key, value)
+        except Exception as exc:  # traitlets validation
+            raise CommandError(f"Invalid value for {key}: {exc}") from None
+        if save:
+            if key not in ("model", "base_url"):
+                raise CommandError("Only model and base_url can be saved to the config file.")
+            from ehr_magic.llm import save_setting
+
+            path = save_setting(key, value)
+            print(f"{key} = {value!r} (saved to {path})")
+        else:
+            print(f"{key} = {value!r}")
+
+    def _cmd_memory(self, args: list[str]) -> None:
+        s = self._ready()
+        action = args[0] if args else "list"
+        schema = s.ehr.schema
+        if action == "list":
+            entries = s.memory.list(schema=schema, limit=50)
+            for e in entries:
+                print(f"#{e.id:<5} {e.origin:<9} used {e.use_count:<3} {e.question}")
+            print(f"({len(entries)} shown; schema {schema})")
+        elif action == "search" and len(args) > 1:
+            for e in s.memory.search(" ".join(args[1:]), k=10, schema=schema):
+                print(f"#{e.id:<5} {e.score:6.1f} {e.origin:<9} {e.question}")
+        elif action in ("show", "delete") and len(args) == 2 and args[1].lstrip("#").isdigit():
+            entry_id = int(args[1].lstrip("#"))
+            if action == "show":
+                e = s.memory.get(entry_id)
+                print(f"#{e.id} ({e.origin}, {e.schema}, used {e.use_count}x)\nquestion: {e.question}\n"
+                      f"knowledge:\n{e.knowledge}\ncode:\n{e.code}")
+                if e.generated_code:
+                    print(f"generated code (before the analyst's edit):\n{e.generated_code}")
+            else:
+                s.memory.delete(entry_id)
+                print(f"deleted #{entry_id}")
+        else:
+            raise CommandError("Usage: %ehr memory list | search TEXT | show ID | delete ID")
+
+    def _cmd_history(self, args: list[str]) -> None:
+        if not self.session.history:
+            print("No questions yet in this session.")
+        for i, item in enumerate(self.session.history, start=1):
+            print(f"{i:>3}. {item.at:%H:%M:%S} {item.status:<11} {item.source:<6} {item.seconds:6.1f}s  {item.question}")
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _ready(self) -> EhrSession:
+        if self.session.ehr is None:
+            self.session.connect(self.database or os.environ.get("EHR_MAGIC_DB") or "demo")
+            self.shell.user_ns["ehr"] = self.session.ehr
+        if self.session.memory is None:
+            self.session.use_memory(self.memory)
+        self._settings_changed()
+        return self.session
+
+    def _settings_changed(self, change: Any = None) -> None:
+        if change is not None and change["name"] == "memory" and self.session.memory is not None:
+            self.session.use_memory(self.memory)
+        assistant = self.session.assistant
+        if assistant is None:
+            return
+        assistant.llm_overrides = {"model": self.model, "base_url": self.base_url}
+        assistant.settings = AgentSettings(max_steps=self.steps, shots=self.shots, knowledge=self.knowledge,
+                                           timeout=self.timeout)
+        assistant.store_auto = self.store == "auto"
+
+    @staticmethod
+    def _say(text: str) -> None:
+        print(text)
+
+
+class _Progress:
+    """Live progress in one display area: phases with elapsed time, streamed code."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.lines: list[str] = []
+        self.streamed = ""
+        self.handle = None
+        self._last = 0.0
+
+    def on_event(self, event: Event) -> None:
+        if not self.enabled:
+            return
+        if event.kind == "phase":
+            self.lines.append(render.phase_line(event.phase, event.detail, event.elapsed))
+            if event.phase == "code":
+                self.streamed = ""
+        elif event.kind == "token":
+            self.streamed += event.detail
+            if time.monotonic() - self._last < 0.15:  # redraw at most ~7 times a second
+                return
+        elif event.kind == "step" and event.step is not None and not event.step.succeeded:
+            reason = event.step.error.describe() if event.step.error else event.step.soft_failure
+            self.lines.append(f"        step {event.step.index} failed: {reason.splitlines()[0][:160]}")
+        else:
+            return
+        self._draw()
+
+    def _draw(self) -> None:
+        self._last = time.monotonic()
+        view = HTML(render.progress_html(self.lines, self.streamed))
+        if self.handle is None:
+            self.handle = display(view, display_id=True)
+        else:
+            self.handle.update(view)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.update(HTML(render.progress_html(self.lines[-1:])))

@@ -1,0 +1,47 @@
+"""Accept / Regenerate / Reject buttons under an answer (ipywidgets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.display import display
+
+
+def review_buttons(magics: Any, token: str) -> None:
+    """Show the review buttons for the inserted cell ``token``; no-op without ipywidgets."""
+    try:
+        import ipywidgets as widgets
+    except ImportError:  # pragma: no cover - ipywidgets is a dependency
+        return
+    session = magics.session
+    cell = session.pending.get(token)
+    if cell is None:
+        return
+    accept = widgets.Button(description="Accept", button_style="success", icon="check",
+                            tooltip="Store this code in memory (running the inserted cell does the same)")
+    regenerate = widgets.Button(description="Regenerate", icon="refresh", tooltip="Ask the model again")
+    reject = widgets.Button(description="Reject", button_style="warning", icon="times",
+                            tooltip="Keep this code out of memory")
+    out = widgets.Output()
+
+    def on_accept(_: Any) -> None:
+        entry_id = session.accept_cell(token, cell.question, cell.code)
+        with out:
+            out.clear_output()
+            print(f"Stored in memory as #{entry_id}." if entry_id else "Not stored (rejected, or no memory).")
+
+    def on_reject(_: Any) -> None:
+        session.reject(token)
+        with out:
+            out.clear_output()
+            print("Rejected: this code will not be stored in memory.")
+
+    def on_regenerate(_: Any) -> None:
+        with out:
+            out.clear_output()
+            magics.shell.run_cell_magic("ehr", "--regenerate --quiet", cell.question)
+
+    accept.on_click(on_accept)
+    reject.on_click(on_reject)
+    regenerate.on_click(on_regenerate)
+    display(widgets.VBox([widgets.HBox([accept, regenerate, reject]), out]))

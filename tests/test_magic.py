@@ -1,0 +1,182 @@
+"""%%ehr and %ehr on a real IPython shell, with the fake model server and real DuckDB."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from ehr_magic.magic.command import read_marker
+from ehr_magic.memory import MemoryStore
+from fake_llm import FakeReply
+
+COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
+
+
+def fenced(code: str) -> str:
+    return f"Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
+
+
+@pytest.fixture()
+def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
+    monkeypatch.setenv("EHR_MAGIC_DB", str(ehrsql_db))
+    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
+    shell = InteractiveShell()
+    shell.history_manager.enabled = False
+    shell.run_line_magic("load_ext", "ehr_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "ehr_magic")
+    shell.clear_instance()
+
+
+def inserted(shell: InteractiveShell) -> str:
+    return getattr(shell, "rl_next_input", None) or ""
+
+
+def memory(tmp_path: Path) -> MemoryStore:
+    return MemoryStore(tmp_path / "memory.sqlite")
+
+
+def test_load_ext_binds_ehr_and_says_so(ip, capsys) -> None:
+    assert ip.user_ns["ehr"].schema == "ehrsql_mimic_iv"
+    ip.run_line_magic("ehr", "status")
+    out = capsys.readouterr().out
+    assert "schema ehrsql_mimic_iv" in out and "memory:" in out
+
+
+def test_question_inserts_marked_cell_binds_variables(ip, fake_llm) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    code = inserted(ip)
+    token, question, body = read_marker(code)
+    assert question == "How many patients are there?"
+    assert body.strip() == COUNT_CODE
+    assert ip.user_ns["answer"] == 94
+    assert ip.user_ns["patients"].item() == 94  # the code's own variables too
+    assert len(fake_llm.chat_requests()) == 1
+
+
+def test_running_inserted_cell_accepts_it_and_rerun_needs_no_model(ip, fake_llm, tmp_path) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    cell = inserted(ip)
+    assert ip.run_cell(cell).success
+    entries = memory(tmp_path).list()
+    assert [(e.question, e.origin, e.code) for e in entries] == [("How many patients are there?", "accepted", COUNT_CODE)]
+    ip.user_ns.pop("answer")
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    assert ip.user_ns["answer"] == 94
+    assert len(fake_llm.chat_requests()) == 1  # answered from memory
+
+
+def test_edited_cell_is_stored_as_edited(ip, fake_llm, tmp_path) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    edited = inserted(ip).replace("answer = patients.item()", "answer = int(patients.item())  # mine")
+    assert ip.run_cell(edited).success
+    (entry,) = memory(tmp_path).list()
+    assert "# mine" in entry.code and entry.generated_code.strip() == COUNT_CODE
+
+
+def test_failing_inserted_cell_is_not_accepted(ip, fake_llm, tmp_path) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    broken = inserted(ip) + "raise ValueError('no')\n"
+    ip.run_cell(broken)
+    assert memory(tmp_path).list() == []
+
+
+def test_no_run_as_and_regenerate(ip, fake_llm, tmp_path) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "--no-run", "How many patients are there?")
+    assert "answer" not in ip.user_ns and read_marker(inserted(ip))[2].strip() == COUNT_CODE
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "--as n_patients", "How many patients are there?")
+    assert ip.user_ns["n_patients"] == 94
+    ip.run_cell(inserted(ip))
+    requests = len(fake_llm.chat_requests())
+    fake_llm.enqueue(fenced("answer = ehr.count('patients')"))
+    ip.run_cell_magic("ehr", "--regenerate", "How many patients are there?")
+    assert len(fake_llm.chat_requests()) == requests + 1
+    assert "ehr.count" in inserted(ip)
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("CLARIFY: Which hospital visit do you mean?", "Which hospital visit do you mean?"),
+    ("UNANSWERABLE: addresses are not recorded here.", "addresses are not recorded here"),
+])
+def test_clarify_and_abstain_render_without_traceback(ip, fake_llm, capsys, reply, expected) -> None:
+    fake_llm.enqueue(reply)
+    result = ip.run_cell(f"%%ehr\nQuestion with reply {reply[:5]}")
+    assert result.success
+    out = capsys.readouterr().out
+    assert expected in out and "Traceback" not in out
+    assert inserted(ip) == ""
+
+
+def test_failed_run_shows_last_code_and_error(ip, fake_llm, capsys) -> None:
+    fake_llm.responder = lambda req: "Use an existing table." if "rubber-duck" in str(req) else fenced(
+        "answer = ehr.sql('SELECT * FROM nope')")
+    result = ip.run_cell("%%ehr --steps 2\nWhat is in nope?")
+    assert result.success
+    out = capsys.readouterr().out
+    assert "failed" in out and "nope" in out and "Traceback" not in out
+
+
+def test_no_model_configured_is_one_message_and_memory_still_works(ip, fake_llm, monkeypatch, capsys, tmp_path) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    ip.run_cell(inserted(ip))
+    for var in ("EHR_MAGIC_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var)
+    capsys.readouterr()
+    result = ip.run_cell("%%ehr\nHow many admissions are there?")
+    assert result.success
+    out = capsys.readouterr().out
+    assert "EHR_MAGIC_MODEL" in out and "Traceback" not in out
+    ip.user_ns.pop("answer", None)
+    ip.run_cell("%%ehr\nHow many patients are there?")
+    assert ip.user_ns["answer"] == 94
+
+
+def test_interrupt_stops_cleanly(ip, fake_llm, capsys) -> None:
+    fake_llm.enqueue(FakeReply(text=fenced("answer = 1"), delay=5.0))
+    timer = threading.Timer(0.5, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+    timer.start()
+    result = ip.run_cell("%%ehr\nSlow question?")
+    timer.join()
+    assert result.success
+    assert "interrupted" in capsys.readouterr().out
+    fake_llm.enqueue(fenced("answer = 2"))
+    ip.run_cell("%%ehr\nNext question?")
+    assert ip.user_ns["answer"] == 2
+
+
+def test_bad_options_are_usage_errors(ip, capsys) -> None:
+    result = ip.run_cell("%%ehr --steps zero\nAnything?")
+    assert not result.success
+    err = capsys.readouterr()
+    assert "Traceback" not in err.out + err.err
+    result = ip.run_cell("%%ehr\n   ")
+    assert not result.success
+
+
+def test_line_commands(ip, fake_llm, capsys, tmp_path) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    ip.run_cell(inserted(ip))
+    capsys.readouterr()
+    ip.run_line_magic("ehr", "memory list")
+    assert "How many patients are there?" in capsys.readouterr().out
+    ip.run_line_magic("ehr", "history")
+    assert "answered" in capsys.readouterr().out
+    ip.run_line_magic("ehr", "config steps 3")
+    assert ip.run_line_magic("config", "EhrMagics.steps") == 3  # the traitlet itself changed
+    ip.run_line_magic("ehr", "config")
+    assert "steps = 3" in capsys.readouterr().out
+    ip.run_line_magic("ehr", "help")
+    assert "%ehr connect" in capsys.readouterr().out
+    ip.run_line_magic("ehr", "nonsense")  # a usage error, shown as a message
