@@ -179,4 +179,7 @@ def test_line_commands(ip, fake_llm, capsys, tmp_path) -> None:
     assert "steps = 3" in capsys.readouterr().out
     ip.run_line_magic("ehr", "help")
     assert "%ehr connect" in capsys.readouterr().out
-    ip.run_line_magic("ehr", "nonsense")  # a usage error, shown as a message
+    result = ip.run_cell("%ehr nonsense")  # a usage error: a message, no traceback
+    captured = capsys.readouterr()
+    assert not result.success and "Unknown command 'nonsense'" in captured.err + captured.out
+    assert "Traceback" not in captured.err + captured.out
