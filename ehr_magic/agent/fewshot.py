@@ -15,7 +15,7 @@ from typing import Protocol
 
 from rapidfuzz import fuzz, process
 
-from ehr_magic.data.lookup import normalise
+from ehr_magic.memory.similarity import default_tokens
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class SeedExamples:
         cases = seed_examples(schema)
         if not cases or k <= 0:
             return []
-        ranked = process.extract(normalise(question), [normalise(c.question) for c in cases],
-                                 scorer=fuzz.token_set_ratio, processor=None, limit=k)
+        # The same measure as memory retrieval: values masked, word order ignored.
+        ranked = process.extract(default_tokens(question), [default_tokens(c.question) for c in cases],
+                                 scorer=fuzz.ratio, processor=None, limit=k)
         return [cases[i] for _, _, i in ranked]

@@ -77,7 +77,8 @@ def load_tables(
     """Write every ``table -> file`` into a new database at ``out``, atomically.
 
     Column names are lowercased. ``type_overrides`` fixes the type of columns by name
-    wherever they occur (ids as BIGINT, codes as VARCHAR...). Without ``now``, the
+    wherever they occur (ids as BIGINT, codes as VARCHAR...), or of one table's column
+    with a ``"table.column"`` key. Without ``now``, the
     clock is the latest timestamp found in the data.
     """
     report = LoadReport(missing=list(missing or []))
@@ -108,7 +109,12 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
             header = con.execute(
                 f"SELECT * FROM read_csv('{literal}', header=true, all_varchar=true) LIMIT 0"
             ).description
-            types = {col[0]: overrides[col[0].lower()] for col in header if col[0].lower() in overrides}
+            types = {}
+            for col in header:
+                name = col[0].lower()
+                dtype = overrides.get(f"{table}.{name}", overrides.get(name))  # "table.column" beats "column"
+                if dtype:
+                    types[col[0]] = dtype
             type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
             reader = (
                 f"read_csv('{literal}', header=true, sample_size=-1, "

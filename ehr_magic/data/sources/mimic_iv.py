@@ -57,6 +57,10 @@ TYPE_OVERRIDES: dict[str, str] = {
     **{c: "VARCHAR" for c in _VARCHAR},
     **{c: "DOUBLE" for c in _DOUBLE},
     **{c: "TIMESTAMP" for c in _TIMESTAMP},
+    # `value` means different things per table (text results, volumes, times).
+    "outputevents.value": "DOUBLE",
+    "procedureevents.value": "DOUBLE",
+    "datetimeevents.value": "TIMESTAMP",
     "dod": "DATE",
     "chartdate": "DATE",
     "storedate": "DATE",

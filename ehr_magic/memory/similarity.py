@@ -1,0 +1,110 @@
+"""How questions are compared: text normalisation, value masking and the two methods.
+
+``default``
+    The question is lower-cased, quoted strings, dates, times, numbers and the number
+    words one..twelve are replaced by placeholders (``val``, ``date``, ``time``,
+    ``num``), punctuation is dropped and the tokens are sorted. The similarity (0..100)
+    is the mean of two rapidfuzz ``fuzz.ratio`` scores on the sorted tokens: one on
+    the token sequences (each token one symbol: the Dice overlap of the token
+    multisets) and one on the joined text (``token_sort_ratio`` of the masked text,
+    so near-identical spellings still count). ``default_similarity`` is the reference
+    implementation; ``TokenIndex`` computes the same numbers for a whole store.
+``levenshtein``
+    EHRAgent's measure: the negative Levenshtein distance between the raw questions.
+
+Both are measured on EHRSQL-2024 in ``bench/bench_memory.py`` (see ``docs/memory.md``).
+Nothing here knows a benchmark's templates: the patterns are generic value shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Literal
+
+from rapidfuzz import fuzz
+
+Method = Literal["default", "levenshtein"]
+METHODS: tuple[str, ...] = ("default", "levenshtein")
+
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve".split()
+)
+# Tokens: a quoted string (not an apostrophe inside a word), a run of digits with
+# date/number punctuation inside, or a word. Punctuation is dropped.
+_TOKEN = re.compile(
+    r"""(?<!\w)(?:'[^'\n]*'|"[^"\n]*"|`[^`\n]*`)(?!\w)|\d(?:[\d/:.,-]*\d)?|\w+"""
+)
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}|\d{1,2}/\d{4}|\d{4}/\d{1,2}(?:/\d{1,2})?")
+_TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?")
+_NON_WORD = re.compile(r"[^\w\s]+")
+
+
+def normalise(text: str) -> str:
+    """Lower-case, drop punctuation, collapse whitespace."""
+    return " ".join(_NON_WORD.sub(" ", text.lower()).split())
+
+
+def masked_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens with values replaced by placeholders: quoted strings
+    -> ``val``, dates -> ``date``, times -> ``time``, numbers and the number words
+    one..twelve -> ``num``. Punctuation is dropped."""
+    out = []
+    for token in _TOKEN.findall(text.lower()):
+        first = token[0]
+        if first in "'\"`":
+            out.append("val")
+        elif first.isdigit():
+            out.append("date" if _DATE.fullmatch(token) else "time" if _TIME.fullmatch(token) else "num")
+        elif token in _NUMBER_WORDS:
+            out.append("num")
+        else:
+            out.append(token)
+    return out
+
+
+def mask_values(text: str) -> str:
+    """``masked_tokens`` joined by spaces."""
+    return " ".join(masked_tokens(text))
+
+
+def default_tokens(question: str) -> list[str]:
+    """The tokens the ``default`` method compares: masked, sorted."""
+    tokens = masked_tokens(question)
+    tokens.sort()
+    return tokens
+
+
+def default_form(question: str) -> str:
+    """The masked, sorted tokens joined by spaces (one form per set of equal questions)."""
+    return " ".join(default_tokens(question))
+
+
+def default_similarity(a: str, b: str) -> float:
+    """The ``default`` similarity of two questions, 0..100 (reference implementation)."""
+    ta, tb = default_tokens(a), default_tokens(b)
+    return (fuzz.ratio(ta, tb) + fuzz.ratio(" ".join(ta), " ".join(tb))) / 2
+
+
+def levenshtein_form(question: str) -> str:
+    """The string the ``levenshtein`` method compares: the raw question (as EHRAgent)."""
+    return question
+
+
+def form_function(method: str) -> Callable[[str], str]:
+    """The function that turns a question into the compared string for ``method``."""
+    if method == "default":
+        return default_form
+    if method == "levenshtein":
+        return levenshtein_form
+    raise ValueError(method)
+
+
+def check_method(method: str) -> None:
+    """Raise ``MemoryStoreError`` unless ``method`` is a known retrieval method."""
+    if method not in METHODS:
+        from ehr_magic.memory.errors import MemoryStoreError
+
+        raise MemoryStoreError(
+            f"Unknown retrieval method {method!r}; use one of: {', '.join(METHODS)}."
+        )

@@ -1,0 +1,330 @@
+"""The packaged seed examples (ehr_magic/seeds/<schema>.jsonl): well formed, and every
+one runs through the real executor on the real open data and gives a non-empty answer.
+A handful are also checked against a value computed another way (mostly polars instead
+of SQL), so a seed that runs but answers wrongly is caught too."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import ehr_magic
+from ehr_magic.agent.executor import Executor, is_empty_answer
+from ehr_magic.agent.fewshot import SeedExamples, seed_examples
+from ehr_magic.data.lookup import normalise
+
+# schema -> the conftest fixture that builds its database (once per session)
+DATABASES = {"ehrsql_mimic_iv": "ehrsql_db", "mimic_iv": "mimic_demo_db"}
+
+WALL_CLOCK = re.compile(
+    r"datetime\.now|\.today\s*\(|\butcnow\b|\btime\.time\s*\(|\bnow\s*\(|"
+    r"current_date|current_timestamp|localtimestamp|get_current_time",
+    re.IGNORECASE,
+)
+PATIENT_ID = re.compile(r"\b\d{8}\b")  # subject_id, hadm_id or stay_id literals of the demo
+
+
+def load_seeds(schema: str) -> list[tuple[int, dict[str, Any]]]:
+    text = resources.files("ehr_magic").joinpath("seeds", f"{schema}.jsonl").read_text(encoding="utf-8")
+    return [(number, json.loads(line)) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+SEEDS = {schema: load_seeds(schema) for schema in DATABASES}
+CASES = [pytest.param(schema, number, seed, id=f"{schema}:{number}")
+         for schema, seeds in SEEDS.items() for number, seed in seeds]
+
+
+def seed_by_question(schema: str, question: str) -> dict[str, Any]:
+    matches = [seed for _, seed in SEEDS[schema] if seed["question"] == question]
+    assert len(matches) == 1, f"no seed {question!r} in {schema}"
+    return matches[0]
+
+
+@pytest.fixture(scope="session")
+def seed_ehrs(request: pytest.FixtureRequest) -> Iterator[Callable[[str], Any]]:
+    """schema -> connected EHR, each database built and opened once per session."""
+    opened: dict[str, Any] = {}
+
+    def get(schema: str):
+        if schema not in opened:
+            path: Path = request.getfixturevalue(DATABASES[schema])
+            opened[schema] = ehr_magic.connect(path)
+        return opened[schema]
+
+    yield get
+    for handle in opened.values():
+        handle.close()
+
+
+def run_seed(ehr, code: str):
+    result = Executor(ehr, timeout=30).run(code)
+    assert result.ok, result.error.describe() if result.error else "failed"
+    assert result.has_answer, "the code does not set `answer`"
+    return result
+
+
+# -- format -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("schema", list(DATABASES))
+def test_seed_file_is_well_formed(schema: str) -> None:
+    seeds = SEEDS[schema]
+    assert 30 <= len(seeds) <= 50
+    questions = []
+    for number, seed in seeds:
+        where = f"{schema}:{number}"
+        for key in ("question", "knowledge", "code"):
+            assert isinstance(seed.get(key), str) and seed[key].strip(), f"{where} lacks {key}"
+        assert set(seed) <= {"question", "knowledge", "code", "tags"}, where
+        assert isinstance(seed.get("tags"), list) and seed["tags"], f"{where} has no tags"
+        assert all(isinstance(t, str) and t == t.lower() for t in seed["tags"]), where
+        assert all(line.startswith("- ") for line in seed["knowledge"].splitlines()), f"{where}: knowledge bullets"
+        tree = ast.parse(seed["code"])  # valid Python
+        targets = [t for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                   for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+        assert any(isinstance(t, ast.Name) and t.id == "answer" for t in targets), f"{where} never sets answer"
+        assert not WALL_CLOCK.search(seed["code"]), f"{where} reads the wall clock"
+        assert "import " not in seed["code"], f"{where} imports; the namespace already has pl, dt, ..."
+        questions.append(normalise(seed["question"]))
+    duplicates = {q for q in questions if questions.count(q) > 1}
+    assert not duplicates, f"duplicate questions: {duplicates}"
+
+
+@pytest.mark.parametrize("schema", list(DATABASES))
+def test_seed_ids_follow_line_numbers(schema: str) -> None:
+    seed_examples.cache_clear()
+    examples = seed_examples(schema)
+    assert [e.id for e in examples] == [f"seed:{schema}:{n}" for n, _ in SEEDS[schema]]
+    assert [e.question for e in examples] == [s["question"] for _, s in SEEDS[schema]]
+
+
+def test_seeds_span_the_categories() -> None:
+    wanted = {"demographics", "admissions", "icu", "diagnoses", "procedures", "labs", "vitals",
+              "intake-output", "prescriptions", "microbiology", "time", "lookup", "polars", "cohort", "top-n"}
+    for schema, seeds in SEEDS.items():
+        tags = {t for _, seed in seeds for t in seed["tags"]}
+        assert wanted <= tags, f"{schema} lacks {wanted - tags}"
+    assert any("costs" in s["tags"] for _, s in SEEDS["ehrsql_mimic_iv"])
+    for schema, seeds in SEEDS.items():
+        clock = [s for _, s in seeds if re.search(r"ehr\.(now|ago|period|start_of)\b", s["code"])]
+        assert len(clock) >= 3, f"{schema}: too few seeds use the dataset clock"
+
+
+# -- every seed runs ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("schema", "number", "seed"), CASES)
+def test_seed_runs_and_answers(seed_ehrs, schema: str, number: int, seed: dict[str, Any]) -> None:
+    result = run_seed(seed_ehrs(schema), seed["code"])
+    assert is_empty_answer(result.answer) is None, is_empty_answer(result.answer)
+    assert isinstance(result.answer, (int, float, str, bool, list, dt.datetime, dt.date, pl.DataFrame)), \
+        type(result.answer)
+    assert result.seconds < 10
+
+
+# -- a few answers against independent computations ------------------------------------------
+
+def _ehrsql_visit_count(ehr, answer) -> None:
+    expected = (ehr.table("admissions")
+                .filter((pl.col("subject_id") == 10007795) & (pl.col("admittime").dt.year() == 2100))
+                .collect().height)
+    assert answer == expected == 5
+
+
+def _ehrsql_last_visit_cost(ehr, answer) -> None:
+    visits = (ehr.table("admissions").filter((pl.col("subject_id") == 10007795) & pl.col("dischtime").is_not_null())
+              .sort("admittime").collect())
+    last = visits["hadm_id"][-1]
+    total = ehr.table("cost").filter(pl.col("hadm_id") == last).select(pl.col("cost").sum()).collect().item()
+    assert answer == pytest.approx(total, abs=0.01)
+
+
+def _ehrsql_top_diagnoses(ehr, answer) -> None:
+    start, end = ehr.period("year")
+    counts = (ehr.table("diagnoses_icd").filter(pl.col("charttime").is_between(start, end, closed="left"))
+              .join(ehr.table("d_icd_diagnoses").select("icd_code", "long_title"), on="icd_code")
+              .group_by("long_title").len()
+              .with_columns(pl.col("len").rank("dense", descending=True).alias("rank"))
+              .filter(pl.col("rank") <= 4).collect())
+    assert set(answer["long_title"]) == set(counts["long_title"])
+    assert answer.height >= 4
+
+
+def _ehrsql_in_icu_now(ehr, answer) -> None:
+    current = ehr.table("icustays").filter(pl.col("outtime").is_null()).collect()
+    assert sorted(answer["subject_id"]) == sorted(current["subject_id"])
+
+
+def _ehrsql_lowest_heart_rate_today(ehr, answer) -> None:
+    today = ehr.now.date()
+    rates = (ehr.table("chartevents").filter(pl.col("subject_id") == 10018081)
+             .join(ehr.table("d_items").filter(pl.col("label") == "heart rate"), on="itemid")
+             .filter(pl.col("charttime").dt.date() == today).collect())
+    assert answer == rates["valuenum"].min()
+
+
+def _ehrsql_furosemide_routes(ehr, answer) -> None:
+    routes = ehr.table("prescriptions").filter(pl.col("drug") == "furosemide").select("route").unique().collect()
+    assert answer == sorted(routes["route"])
+
+
+def _mimic_readmissions(ehr, answer) -> None:
+    counted = (ehr.table("admissions").sort("subject_id", "admittime")
+               .with_columns(pl.col("admittime").shift(-1).over("subject_id").alias("next_admit"))
+               .filter(pl.col("next_admit") <= pl.col("dischtime") + pl.duration(days=30))
+               .collect().height)
+    assert answer == counted
+
+
+def _mimic_in_hospital_deaths(ehr, answer) -> None:
+    flags = ehr.table("admissions").select("hospital_expire_flag").collect()["hospital_expire_flag"]
+    assert answer == pytest.approx(round(100 * flags.mean(), 2))
+
+
+def _mimic_age_at_first_admission(ehr, answer) -> None:
+    patient = ehr.table("patients").filter(pl.col("subject_id") == 10002428).collect().row(0, named=True)
+    first = ehr.table("admissions").filter(pl.col("subject_id") == 10002428).select(pl.col("admittime").min()).collect()
+    assert answer == patient["anchor_age"] + first.item().year - patient["anchor_year"]
+
+
+def _mimic_ventilation_hours(ehr, answer) -> None:
+    periods = ehr.table("procedureevents").filter(
+        (pl.col("subject_id") == 10007818) & (pl.col("itemid") == 225792)).collect()
+    hours = sum((end - start).total_seconds() for start, end in zip(periods["starttime"], periods["endtime"])) / 3600
+    assert answer == pytest.approx(hours, abs=0.06)
+
+
+def _mimic_cultures(ehr, answer) -> None:
+    blood = ehr.table("microbiologyevents").filter(pl.col("spec_type_desc") == "BLOOD CULTURE").collect()
+    row = answer.filter(pl.col("spec_type_desc") == "BLOOD CULTURE").row(0, named=True)
+    assert row["specimens"] == blood["micro_specimen_id"].n_unique()
+    assert row["positive"] == blood.filter(pl.col("org_name").is_not_null())["micro_specimen_id"].n_unique()
+
+
+def _mimic_norepinephrine(ehr, answer) -> None:
+    doses = ehr.table("inputevents").filter((pl.col("subject_id") == 10005817) & (pl.col("itemid") == 221906)).collect()
+    assert answer["total"].item() == pytest.approx(doses["amount"].sum(), abs=0.001)
+    assert answer["unit"].item() == "mg"
+
+
+CHECKS: dict[str, dict[str, Callable[[Any, Any], None]]] = {
+    "ehrsql_mimic_iv": {
+        "How many separate hospital admissions did patient 10007795 have in 2100?": _ehrsql_visit_count,
+        "How much did patient 10007795's most recent completed hospital visit cost in total?": _ehrsql_last_visit_cost,
+        "What were the four most frequently coded diagnoses this year?": _ehrsql_top_diagnoses,
+        "Which patients are in an intensive care unit right now?": _ehrsql_in_icu_now,
+        "What was the lowest heart rate of patient 10018081 today?": _ehrsql_lowest_heart_rate_today,
+        "By which routes has furosemide been given?": _ehrsql_furosemide_routes,
+    },
+    "mimic_iv": {
+        "How many admissions were followed by another admission of the same patient within 30 days of discharge?":
+            _mimic_readmissions,
+        "What percentage of hospital admissions ended with the patient dying in hospital?": _mimic_in_hospital_deaths,
+        "How old was patient 10002428 at their first hospital admission?": _mimic_age_at_first_admission,
+        "For how many hours was patient 10007818 on invasive mechanical ventilation?": _mimic_ventilation_hours,
+        "How many cultures of each specimen type were sent, and how many grew an organism?": _mimic_cultures,
+        "How much norepinephrine did patient 10005817 receive in total?": _mimic_norepinephrine,
+    },
+}
+
+
+@pytest.mark.parametrize(("schema", "question"),
+                         [pytest.param(s, q, id=f"{s}:{q[:40]}") for s, checks in CHECKS.items() for q in checks])
+def test_seed_answer_matches_independent_computation(seed_ehrs, schema: str, question: str) -> None:
+    ehr = seed_ehrs(schema)
+    result = run_seed(ehr, seed_by_question(schema, question)["code"])
+    CHECKS[schema][question](ehr, result.answer)
+
+
+# -- retrieval of seeds as few-shot examples -------------------------------------------------
+
+RETRIEVAL = [
+    ("ehrsql_mimic_iv", "What was the last magnesium value of patient 10019172 on their first hospital visit?", "labs"),
+    ("ehrsql_mimic_iv", "What was the maximum respiratory rate of patient 10019172 yesterday?", "vitals"),
+    ("ehrsql_mimic_iv", "Which organisms grew in the urine samples of patient 10019172?", "microbiology"),
+    ("ehrsql_mimic_iv", "How many patients have been diagnosed with hypertension since 3 months ago?", "diagnoses"),
+    ("mimic_iv", "What was the mean respiratory rate of patient 10019172 in the first 24 hours of the ICU stay?",
+     "vitals"),
+    ("mimic_iv", "How many patients have ever been diagnosed with pneumonia?", "diagnoses"),
+    ("mimic_iv", "What was the highest blood potassium of patient 10019172 during the admission?", "labs"),
+]
+
+
+@pytest.mark.parametrize(("schema", "question", "tag"), RETRIEVAL)
+def test_seed_examples_retrieve_relevant_cases(schema: str, question: str, tag: str) -> None:
+    seed_examples.cache_clear()
+    examples = SeedExamples().examples(question, schema, 4)
+    assert len(examples) == 4
+    assert len({e.id for e in examples}) == 4
+    assert all(e.code and e.knowledge for e in examples)
+    first = seed_by_question(schema, examples[0].question)
+    assert tag in first["tags"], f"first example for {question!r} is {examples[0].question!r}"
+
+
+# -- the mimic_iv seeds on the synthetic MIMIC-IV-shaped data ----------------------------------
+
+def _empty_result_failure(error) -> bool:
+    """A failure caused only by a query finding no rows (``.item()`` or ``[0]`` on nothing)."""
+    return (error.type == "ValueError" and "shape=(0," in error.message) or error.type == "IndexError"
+
+
+@pytest.fixture(scope="session")
+def synthetic_ehr(tmp_path_factory: pytest.TempPathFactory):
+    synthetic = pytest.importorskip("ehr_magic.data.sources.synthetic")
+    if not hasattr(synthetic, "generate"):
+        pytest.skip("the synthetic generator has no generate()")
+    out = tmp_path_factory.mktemp("synthetic") / "synthetic.duckdb"
+    synthetic.generate(out, patients=200, seed=0)
+    with ehr_magic.connect(out) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def synthetic_stand_ins(synthetic_ehr, seed_ehrs) -> dict[str, list[int]]:
+    """Synthetic ids to put in place of a demo patient or admission named by a seed: the
+    patients with the most ICU and lab rows, the admissions with the most movements."""
+    demo_subjects = set(seed_ehrs("mimic_iv").sql("SELECT subject_id FROM patients")["subject_id"])
+    subjects = synthetic_ehr.sql(
+        "SELECT p.subject_id FROM patients p "
+        "LEFT JOIN (SELECT subject_id, COUNT(*) AS n FROM chartevents GROUP BY ALL) c USING (subject_id) "
+        "LEFT JOIN (SELECT subject_id, COUNT(*) AS n FROM labevents GROUP BY ALL) l USING (subject_id) "
+        "ORDER BY coalesce(c.n, 0) + coalesce(l.n, 0) DESC, p.subject_id LIMIT 25")["subject_id"].to_list()
+    admissions = synthetic_ehr.sql(
+        "SELECT a.hadm_id FROM admissions a "
+        "LEFT JOIN (SELECT hadm_id, COUNT(*) AS n FROM services GROUP BY ALL) s USING (hadm_id) "
+        "LEFT JOIN (SELECT hadm_id, COUNT(*) AS n FROM transfers GROUP BY ALL) t USING (hadm_id) "
+        "ORDER BY coalesce(s.n, 0) + coalesce(t.n, 0) DESC, a.hadm_id LIMIT 25")["hadm_id"].to_list()
+    return {"demo_subjects": sorted(demo_subjects), "subject": subjects, "hadm": admissions}
+
+
+@pytest.mark.parametrize(("number", "seed"),
+                         [pytest.param(n, s, id=f"mimic_iv:{n}") for n, s in SEEDS["mimic_iv"]])
+def test_mimic_iv_seed_on_synthetic_data(synthetic_ehr, synthetic_stand_ins, seed_ehrs, number: int,
+                                         seed: dict[str, Any]) -> None:
+    """Seeds must fit the synthetic data's schema and vocabulary too. A seed about a named
+    demo patient (or admission) runs with synthetic stand-ins in its place until one answers."""
+    code = seed["code"]
+    missing = {t for t in seed_ehrs("mimic_iv").tables() if re.search(rf"\b{t}\b", code)} - set(synthetic_ehr.tables())
+    if missing:
+        pytest.skip(f"the synthetic data has no {', '.join(sorted(missing))}")
+    literals = set(PATIENT_ID.findall(code))
+    assert len(literals) <= 1, "a seed names at most one patient or admission"
+    variants = [code]
+    if literals:
+        literal = literals.pop()
+        kind = "subject" if int(literal) in synthetic_stand_ins["demo_subjects"] else "hadm"
+        variants = [code.replace(literal, str(stand_in)) for stand_in in synthetic_stand_ins[kind]]
+    executor = Executor(synthetic_ehr, timeout=30)
+    for variant in variants:
+        result = executor.run(variant)
+        assert result.ok or _empty_result_failure(result.error), result.error.describe()
+        if result.ok and result.has_answer and is_empty_answer(result.answer) is None:
+            return
+    pytest.fail(f"no answer on the synthetic data ({len(variants)} tried): {is_empty_answer(result.answer)}")
