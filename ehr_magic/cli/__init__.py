@@ -15,7 +15,7 @@ from ehr_magic import __version__
 from ehr_magic.errors import EhrMagicError
 
 # Subcommand modules, in the order `ehr-magic --help` lists them.
-SUBCOMMANDS = ["demo", "data", "ask"]
+SUBCOMMANDS = ["demo", "data", "ask", "eval", "memory"]
 
 
 def build_parser() -> argparse.ArgumentParser:
