@@ -14,6 +14,7 @@ from ehr_magic.memory import MemoryStore
 from fake_llm import FakeReply
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
+CELL_CODE = COUNT_CODE + "\nanswer"  # as inserted: the last line shows the answer when the cell runs
 
 
 def fenced(code: str) -> str:
@@ -53,7 +54,7 @@ def test_question_inserts_marked_cell_binds_variables(ip, fake_llm) -> None:
     code = inserted(ip)
     token, question, body = read_marker(code)
     assert question == "How many patients are there?"
-    assert body.strip() == COUNT_CODE
+    assert body.strip() == CELL_CODE
     assert ip.user_ns["answer"] == 94
     assert ip.user_ns["patients"].item() == 94  # the code's own variables too
     assert len(fake_llm.chat_requests()) == 1
@@ -65,7 +66,7 @@ def test_running_inserted_cell_accepts_it_and_rerun_needs_no_model(ip, fake_llm,
     cell = inserted(ip)
     assert ip.run_cell(cell).success
     entries = memory(tmp_path).list()
-    assert [(e.question, e.origin, e.code) for e in entries] == [("How many patients are there?", "accepted", COUNT_CODE)]
+    assert [(e.question, e.origin, e.code) for e in entries] == [("How many patients are there?", "accepted", CELL_CODE)]
     ip.user_ns.pop("answer")
     ip.run_cell_magic("ehr", "", "How many patients are there?")
     assert ip.user_ns["answer"] == 94
@@ -78,7 +79,7 @@ def test_edited_cell_is_stored_as_edited(ip, fake_llm, tmp_path) -> None:
     edited = inserted(ip).replace("answer = patients.item()", "answer = int(patients.item())  # mine")
     assert ip.run_cell(edited).success
     (entry,) = memory(tmp_path).list()
-    assert "# mine" in entry.code and entry.generated_code.strip() == COUNT_CODE
+    assert "# mine" in entry.code and entry.generated_code.strip() == CELL_CODE
 
 
 def test_failing_inserted_cell_is_not_accepted(ip, fake_llm, tmp_path) -> None:
@@ -92,7 +93,7 @@ def test_failing_inserted_cell_is_not_accepted(ip, fake_llm, tmp_path) -> None:
 def test_no_run_as_and_regenerate(ip, fake_llm, tmp_path) -> None:
     fake_llm.enqueue(fenced(COUNT_CODE))
     ip.run_cell_magic("ehr", "--no-run", "How many patients are there?")
-    assert "answer" not in ip.user_ns and read_marker(inserted(ip))[2].strip() == COUNT_CODE
+    assert "answer" not in ip.user_ns and read_marker(inserted(ip))[2].strip() == CELL_CODE
     fake_llm.enqueue(fenced(COUNT_CODE))
     ip.run_cell_magic("ehr", "--as n_patients", "How many patients are there?")
     assert ip.user_ns["n_patients"] == 94

@@ -23,6 +23,11 @@ def load_ipython_extension(ip: Any) -> None:
         register_comm_target(ip, magics)
     except ImportError:
         pass
+    # Inserted cells use polars as `pl`; make it available as in the assistant's runs.
+    if "pl" not in ip.user_ns:
+        import polars
+
+        ip.user_ns["pl"] = polars
     try:
         magics._ready()
         print(magics.session.description)

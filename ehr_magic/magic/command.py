@@ -84,8 +84,26 @@ def marker_line(token: str, question: str) -> str:
     return f"# ehr-magic #{token}: {one_line}"
 
 
+def cell_body(code: str) -> str:
+    """The code as inserted: with a last ``answer`` line so running the cell shows the
+    answer (unless the code already ends with an expression)."""
+    code = code.rstrip()
+    return code if _ends_with_expression(code) else code + "\nanswer"
+
+
 def with_marker(token: str, question: str, code: str) -> str:
-    return f"{marker_line(token, question)}\n{code.rstrip()}\n"
+    """The inserted cell: the marker line, then ``code``."""
+    return f"{marker_line(token, question)}\n{code.rstrip()}"
+
+
+def _ends_with_expression(code: str) -> bool:
+    import ast
+
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return True  # leave code we cannot parse as it is
+    return bool(body) and isinstance(body[-1], ast.Expr)
 
 
 def read_marker(cell: str) -> tuple[str, str, str] | None:

@@ -105,6 +105,7 @@ class EhrMagics(Magics, Configurable):
             return
         token = command.new_token()
         model = answer.result.model if answer.result else ""
+        answer.code = command.cell_body(answer.code)
         session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answer.status == "answered" else "")
         if answer.source == "agent":
             self.shell.set_next_input(command.with_marker(token, cmd.question, answer.code), replace=False)
@@ -113,6 +114,7 @@ class EhrMagics(Magics, Configurable):
             return
         self._bind(answer, cmd.as_name)
         display({"text/plain": render.answer_text(answer.answer), "text/html": render.answer_html(answer.answer)}, raw=True)
+        _show_figures()
         if not cmd.quiet:
             if answer.source == "memory":
                 display({"text/plain": answer.message, "text/html": render.details_html(answer, model)}, raw=True)
@@ -261,6 +263,18 @@ class EhrMagics(Magics, Configurable):
     @staticmethod
     def _say(text: str) -> None:
         print(text)
+
+
+def _show_figures() -> None:
+    """Show the charts the code drew now, above the details and buttons."""
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in pyplot.get_fignums():
+        display(pyplot.figure(number))
+    pyplot.close("all")
 
 
 class _Progress:

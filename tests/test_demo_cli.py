@@ -1,0 +1,116 @@
+"""``ehr-magic demo``: builds and describes the database, copies the notebooks into the
+user's folder, and serves the quickstart in JupyterLab (started, checked, stopped)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ehr_magic.cli import main
+from ehr_magic.cli.demo import lab_command, packaged_notebooks
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_help_documents_the_lab_options(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    out = capsys.readouterr().out
+    for option in ("--no-browser", "--no-lab", "--dir", "--port"):
+        assert option in out
+
+
+def test_the_quickstart_ships_with_the_package() -> None:
+    folder = packaged_notebooks()
+    assert (folder / "quickstart.ipynb").read_bytes() == (REPO / "notebooks" / "quickstart.ipynb").read_bytes()
+
+
+def test_the_wheel_carries_the_notebooks() -> None:
+    """pyproject.toml puts the repository's notebooks (one source) into the wheel, where
+    ``packaged_notebooks()`` looks first."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    force_include = config["tool"]["hatch"]["build"]["targets"]["wheel"].get("force-include", {})
+    for name in ("quickstart.ipynb", "cohort_analysis.ipynb"):
+        assert force_include.get(f"notebooks/{name}") == f"ehr_magic/notebooks/{name}"
+
+
+def test_no_lab_builds_describes_and_copies_the_notebooks(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "my notebooks"
+    assert main(["demo", "--synthetic", "--no-lab", "--dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "Demo database: synthetic" in out and "patients" in out  # what loaded, as before
+    assert (folder / "quickstart.ipynb").read_bytes() == (packaged_notebooks() / "quickstart.ipynb").read_bytes()
+    assert (folder / "cohort_analysis.ipynb").exists()
+    assert "jupyter lab quickstart.ipynb" in out and "EHR_MAGIC_DB=" in out
+
+
+def test_an_edited_copy_is_kept(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    (folder / "quickstart.ipynb").write_text('{"mine": true}')
+    assert main(["demo", "--synthetic", "--no-lab", "--dir", str(folder)]) == 0
+    assert (folder / "quickstart.ipynb").read_text() == '{"mine": true}'
+    assert "quickstart.ipynb (your copy, kept" in capsys.readouterr().out
+
+
+def test_lab_command_is_headless_on_request(tmp_path: Path) -> None:
+    command = lab_command(tmp_path, no_browser=True, port=9999)
+    assert command[:4] == [sys.executable, "-m", "jupyterlab", "quickstart.ipynb"]
+    assert "--no-browser" in command and "--ServerApp.port=9999" in command
+    assert f"--ServerApp.root_dir={tmp_path}" in command
+    assert "--no-browser" not in lab_command(tmp_path)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read()
+    except OSError:
+        return 0, b""
+
+
+@pytest.mark.slow
+def test_demo_serves_the_quickstart_in_jupyterlab_and_stops(tmp_path: Path) -> None:
+    port, token, folder = _free_port(), "ehr-magic-test", tmp_path / "nb"
+    env = {**os.environ, "JUPYTER_TOKEN": token, "JUPYTER_CONFIG_DIR": str(tmp_path / "jconfig"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "jruntime"), "JUPYTER_DATA_DIR": str(tmp_path / "jdata")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ehr_magic", "demo", "--synthetic", "--no-browser", "--dir", str(folder),
+         "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        status, body = 0, b""
+        while time.monotonic() < deadline and process.poll() is None:
+            status, body = _get(f"http://127.0.0.1:{port}/api/contents/quickstart.ipynb?token={token}")
+            if status == 200:
+                break
+            time.sleep(0.5)
+        assert status == 200, f"JupyterLab did not serve the quickstart: {process.poll()=}"
+        assert json.loads(body)["type"] == "notebook"
+        status, page = _get(f"http://127.0.0.1:{port}/lab/tree/quickstart.ipynb?token={token}")
+        assert status == 200 and b"JupyterLab" in page
+        process.send_signal(signal.SIGTERM)  # `ehr-magic demo` passes it on to JupyterLab
+        output = process.communicate(timeout=60)[0].decode()
+        assert "Opening JupyterLab on" in output
+        assert _get(f"http://127.0.0.1:{port}/api/status?token={token}")[0] == 0, "JupyterLab still runs"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)  # the group this test started
+            process.wait()

@@ -1,0 +1,132 @@
+"""The notebooks as committed: outputs cleared, nothing of the test harness in them,
+consistent with their reply scripts, and reproducible without any model.
+
+(Running them with the scripted model is the harness's job: notebooks/conftest.py.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from ehr_magic.magic.command import read_marker
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+SCAFFOLDING = re.compile(r"fake|scripted|nbmake|pytest|monkeypatch|127\.0\.0\.1|localhost|os\.environ|%env|%set_env",
+                         re.IGNORECASE)
+FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def code_cells(nb: nbformat.NotebookNode) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def question_of(source: str) -> str | None:
+    """The question of a ``%%ehr`` cell, as the magic reads it."""
+    first, _, body = source.partition("\n")
+    return " ".join(body.split()) if first.startswith("%%ehr") else None
+
+
+def test_the_notebooks_exist() -> None:
+    assert {p.name for p in NOTEBOOKS} >= {"quickstart.ipynb", "cohort_analysis.ipynb"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_outputs_are_cleared(path: Path) -> None:
+    nb = read(path)
+    nbformat.validate(nb)
+    dirty = [i for i, c in enumerate(nb.cells)
+             if c.cell_type == "code" and (c.outputs or c.execution_count is not None)]
+    assert not dirty, f"{path.name}: cells {dirty} have outputs; clear them (Edit > Clear Outputs of All Cells)"
+    assert not any(c.get("attachments") for c in nb.cells)
+    assert "widgets" not in nb.metadata, f"{path.name}: saved widget state; clear it before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_test_scaffolding(path: Path) -> None:
+    nb = read(path)
+    for cell in nb.cells:
+        found = SCAFFOLDING.search(cell.source)
+        assert found is None, f"{path.name}: {found.group(0)!r} in a {cell.cell_type} cell:\n{cell.source[:300]}"
+        assert "nbmake" not in cell.metadata, f"{path.name}: nbmake settings in a cell"
+        skipped = {"skip-execution", "raises-exception"} & set(cell.metadata.get("tags", []))
+        assert not skipped, f"{path.name}: a cell tagged {skipped}: every cell must run cleanly"
+    assert set(nb.metadata) <= {"kernelspec", "language_info"}, f"{path.name}: extra metadata {set(nb.metadata)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_question_is_reproducible_without_the_model(path: Path) -> None:
+    """Each ``%%ehr`` cell is followed by its accepted cell, or asks again a question
+    accepted earlier in the notebook (then memory answers it)."""
+    cells = [c.source for c in read(path).cells]  # the inserted cell is right below, as JupyterLab puts it
+    accepted: set[str] = set()
+    for i, source in enumerate(cells):
+        question = question_of(source)
+        if question is None:
+            continue
+        marked = read_marker(cells[i + 1]) if i + 1 < len(cells) else None
+        if marked is not None:
+            assert marked[1] == question, f"{path.name}: the cell after {question!r} is marked for {marked[1]!r}"
+            accepted.add(question)
+        else:
+            assert question in accepted, f"{path.name}: {question!r} has no accepted cell below it"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_accepted_cells_match_the_reply_script(path: Path) -> None:
+    """The saved cells hold what the scripted model answers (or an edit, marked as such),
+    and every scripted question is asked."""
+    script_file = NOTEBOOKS_DIR / "replies" / f"{path.stem}.yaml"
+    script = yaml.safe_load(script_file.read_text(encoding="utf-8")) if script_file.exists() else []
+    final = {}
+    for item in script:
+        last = item["replies"][-1]
+        final[item["question"]] = FENCE.search(last if isinstance(last, str) else last["reply"]).group(1).strip()
+    cells = code_cells(read(path))
+    asked = {question_of(c) for c in cells} - {None}
+    assert asked == set(final), f"{path.name}: asked {asked ^ set(final)} differ from the reply script"
+    for source in cells:
+        marked = read_marker(source)
+        if marked is not None:
+            code = marked[2].strip()
+            assert code == final[marked[1]] or "# edited" in code, (
+                f"{path.name}: the accepted cell for {marked[1]!r} differs from the scripted reply "
+                "and carries no '# edited' comment")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_runs_without_a_model(path: Path, mimic_demo_db: Path, tmp_path: Path, monkeypatch) -> None:
+    """No model configured: each new question says what to set, nothing fails, and the
+    accepted cells reproduce the results (and memory answers a repeated question)."""
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("EHR_MAGIC_DB", str(mimic_demo_db))
+    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
+    nb = read(path)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    texts = []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
+        texts.append("".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs))
+    cells = code_cells(nb)
+    accepted: set[str] = set()
+    for source, text in zip(cells, texts):
+        question = question_of(source)
+        if question in accepted:
+            assert "reused accepted cell" in text, f"{question!r} was not answered from memory:\n{text}"
+        elif question is not None:
+            assert "EHR_MAGIC_MODEL" in text and len(text.strip().splitlines()) == 1, text
+        marked = read_marker(source)
+        if marked is not None:
+            accepted.add(marked[1])
+            assert text.strip(), f"the accepted cell for {marked[1]!r} shows nothing"
