@@ -199,3 +199,17 @@ def test_ask_cli_without_model_says_what_to_set(ehrsql_db: Path) -> None:
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "EHR_MAGIC_MODEL" in done.stderr
+
+
+def test_generated_code_calls_clinical_skills(fake_llm, make_agent, ehr) -> None:
+    fake_llm.enqueue(fenced("cci = skills.charlson(ehr, subject_ids=[10004235])\nanswer = cci"))
+    result = make_agent().run("What is the Charlson comorbidity index of patient 10004235?")
+    assert result.status == "answered"
+    from ehr_magic import skills
+
+    assert result.answer.equals(skills.charlson(ehr, subject_ids=[10004235]))
+    prompt = fake_llm.chat_requests()[0].messages[-1]["content"]
+    assert "skills.charlson(" in prompt  # the relevant skill is offered with the question
+    fake_llm.enqueue(fenced("answer = ehr.count('patients')"))
+    make_agent().run("How many patients are there?")
+    assert "Verified clinical skills" not in fake_llm.chat_requests()[1].messages[-1]["content"]

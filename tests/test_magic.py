@@ -184,3 +184,27 @@ def test_line_commands(ip, fake_llm, capsys, tmp_path) -> None:
     captured = capsys.readouterr()
     assert not result.success and "Unknown command 'nonsense'" in captured.err + captured.out
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_accepted_cell_becomes_a_user_skill(ip, fake_llm, capsys) -> None:
+    code = "labs = ehr.sql('SELECT count(*) AS n FROM labevents WHERE subject_id = 10004235')\nanswer = labs.item()"
+    fake_llm.enqueue(fenced(code))
+    ip.run_cell_magic("ehr", "", "How many lab results does patient 10004235 have?")
+    assert ip.run_cell(inserted(ip)).success
+    expected_other = ip.user_ns["ehr"].sql("SELECT count(*) AS n FROM labevents WHERE subject_id = 10014729").item()
+    capsys.readouterr()
+    assert ip.run_cell("%ehr skill save lab_count subject_id=10004235").success
+    assert "Saved user skill lab_count v1" in capsys.readouterr().out
+    assert ip.run_cell("other = skills.lab_count(ehr, subject_id=10014729)").success
+    value = ip.user_ns["other"]
+    value = value.item() if hasattr(value, "item") else value
+    assert value == expected_other
+    ip.run_line_magic("ehr", "skill list")
+    out = capsys.readouterr().out
+    assert "lab_count" in out and "sofa" in out
+
+
+def test_generated_code_can_call_skills(ip, fake_llm) -> None:
+    fake_llm.enqueue(fenced("answer = skills.calc.bmi(80, 180)"))
+    ip.run_cell_magic("ehr", "", "What is the BMI of someone weighing 80 kg at 180 cm?")
+    assert round(ip.user_ns["answer"], 1) == 24.7

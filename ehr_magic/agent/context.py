@@ -48,13 +48,15 @@ def _plain_tables(ehr: Any, tables: list[str]) -> str:
     return "\n".join(f"{t}({', '.join(f'{c} {d}' for c, d in ehr.columns(t).items())})" for t in tables)
 
 
-def question_message(question: str, examples: list[Example], knowledge: str) -> str:
+def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "") -> str:
     shown = "".join(prompts.render("example", question=e.question, knowledge=e.knowledge.strip() or "-",
                                    code=e.code.strip()) for e in examples)
     if shown:
         shown = "Solved examples from this database:\n\n" + shown + "Now the new question.\n"
     knowledge_block = f"\nKnowledge for this question:\n{knowledge.strip()}\n" if knowledge.strip() else ""
-    return prompts.render("question", examples=shown, knowledge=knowledge_block, question=question.strip())
+    skills_block = f"{skills.strip()}\n" if skills.strip() else ""
+    return prompts.render("question", examples=shown, skills=skills_block, knowledge=knowledge_block,
+                          question=question.strip())
 
 
 def numbered(code: str) -> str:

@@ -70,8 +70,11 @@ def base_namespace(ehr: Any) -> dict[str, Any]:
     import re
     import statistics
 
+    from ehr_magic import skills
+
     return {"ehr": ehr, "pl": pl, "dt": dt, "datetime": dt, "math": math, "re": re, "json": json,
-            "statistics": statistics, "collections": collections, "__name__": "__ehr__"}
+            "statistics": statistics, "collections": collections, "__name__": "__ehr__",
+            **skills.namespace(ehr)}
 
 
 class Executor:

@@ -66,7 +66,8 @@ class Agent:
         if s.knowledge == "separate":
             emit(kind="phase", phase="knowledge")
             result.knowledge = self._call(result, "knowledge", [system, _user(prompts.render("knowledge", question=question))]).text.strip()
-        messages = [system, _user(context.question_message(question, shots, result.knowledge))]
+        messages = [system, _user(context.question_message(question, shots, result.knowledge,
+                                                           _skills_for(question, self.ehr.schema)))]
         reminded, previous_code = False, None
         for index in range(1, s.max_steps + 1):
             emit(kind="phase", phase="code", detail=f"step {index}/{s.max_steps}")
@@ -141,6 +142,13 @@ class Agent:
                                         completion.latency_s, completion.call_id))
         result.model_seconds += completion.latency_s
         return completion
+
+
+def _skills_for(question: str, schema: str) -> str:
+    """Only the verified clinical skills relevant to this question (retrieved, not all)."""
+    from ehr_magic import skills
+
+    return skills.prompt_section(question, schema)
 
 
 def _user(content: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2  # 2: retrieved clinical skills in the question message
 NAMES = ("system", "knowledge", "question", "example", "feedback", "debugger_system", "debugger", "reminder")
 
 

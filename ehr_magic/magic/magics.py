@@ -34,6 +34,9 @@ HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline
                                                   timeout, memory; --save writes model/base_url to config.toml
 %ehr memory list|search TEXT|show ID|delete ID    the accepted cells of this dataset
 %ehr history                                      this session's questions
+%ehr skill list|show NAME|delete NAME             clinical skills (built-in and your own)
+%ehr skill save NAME [PARAM=LITERAL ...]          the last accepted cell as a reusable function whose
+                                                  parameters replace the given literals
 %ehr help                                         this text
 Run an inserted cell (edited or not) to accept it into memory."""
 
@@ -126,7 +129,7 @@ class EhrMagics(Magics, Configurable):
             review_buttons(self, token)
 
     def _bind(self, answer, as_name: str | None) -> None:
-        skip = {"ehr", "pl", "dt", "datetime", "math", "re", "json", "statistics", "collections", "print"}
+        skip = {"ehr", "pl", "dt", "datetime", "math", "re", "json", "statistics", "collections", "print", "skills"}
         values = {k: v for k, v in answer.namespace.items() if k not in skip and not k.startswith("_")}
         values["answer"] = answer.answer
         if as_name:
@@ -158,7 +161,7 @@ class EhrMagics(Magics, Configurable):
                 raise CommandError("--patients needs a whole number, e.g. --patients 500.") from None
             args = args[:i] + args[i + 2:]
         description = self.session.connect(args[0], patients=patients)
-        self.shell.user_ns["ehr"] = self.session.ehr
+        self._publish()
         self._say(description)
 
     def _cmd_status(self, args: list[str]) -> None:
@@ -232,6 +235,61 @@ class EhrMagics(Magics, Configurable):
         else:
             raise CommandError("Usage: %ehr memory list | search TEXT | show ID | delete ID")
 
+    def _cmd_skill(self, args: list[str]) -> None:
+        from ehr_magic import skills
+        from ehr_magic.skills import user
+
+        action = args[0] if args else "list"
+        if action == "list":
+            for card in skills.catalog():
+                print(f"{card.name:<28} {card.kind:<10} {card.title}")
+        elif action == "show" and len(args) == 2:
+            print(skills.card(args[1]))
+        elif action == "delete" and len(args) == 2:
+            user.delete_skill(args[1])
+            print(f"deleted user skill {args[1]}")
+        elif action == "save" and len(args) >= 2:
+            self._save_skill(args[1], args[2:])
+        else:
+            raise CommandError("Usage: %ehr skill list | show NAME | delete NAME | save NAME [PARAM=LITERAL ...]")
+
+    def _save_skill(self, name: str, assignments: list[str]) -> None:
+        """The last accepted cell -> a user skill with the named literals as parameters."""
+        import ast
+
+        from ehr_magic.agent.steps import to_json_value
+        from ehr_magic.skills import user
+
+        session = self._ready()
+        accepted = session.last_accepted
+        if accepted is None:
+            raise CommandError("No accepted cell yet: run an inserted cell (or press Accept) first.")
+        question, code = accepted
+        params: dict[str, Any] = {}
+        for assignment in assignments:
+            key, _, literal = assignment.partition("=")
+            if not key.isidentifier() or not literal:
+                raise CommandError(f"Write parameters as NAME=LITERAL (e.g. subject_id=10004235), not {assignment!r}.")
+            try:
+                params[key] = ast.literal_eval(literal)
+            except (ValueError, SyntaxError):
+                params[key] = literal
+        if not params:
+            found = [lit["value"] for lit in user.find_literals(code) if not isinstance(lit["value"], str) or lit["in_string"]]
+            print(f"Literals in the cell you can turn into parameters: {found[:12]}")
+        value = self.shell.user_ns.get("answer")
+        expected = to_json_value(value)
+        tests = [{"params": dict(params), "expected": expected if not isinstance(expected, list) else
+                  [dict(zip(value.columns, row)) for row in expected[:20]] if hasattr(value, "columns") else expected}]
+        card = {"title": name.replace("_", " "), "purpose": question,
+                "inputs": ", ".join(f"{k} (default {v!r})" for k, v in params.items()) or "none",
+                "output": "the value the accepted cell computed (`answer`)",
+                "interpretation": "as in the accepted cell", "source": "accepted cell: " + question}
+        saved = user.save_skill(name, code, card=card, params=params, tests=tests, schema=session.ehr.schema,
+                                verify_with=session.ehr)
+        print(f"Saved user skill {saved.name} v{saved.version}: skills.{saved.name}(ehr"
+              + "".join(f", {k}=..." for k in params) + ")")
+
     def _cmd_history(self, args: list[str]) -> None:
         if not self.session.history:
             print("No questions yet in this session.")
@@ -243,11 +301,18 @@ class EhrMagics(Magics, Configurable):
     def _ready(self) -> EhrSession:
         if self.session.ehr is None:
             self.session.connect(self.database or os.environ.get("EHR_MAGIC_DB") or "demo")
-            self.shell.user_ns["ehr"] = self.session.ehr
+            self._publish()
         if self.session.memory is None:
             self.session.use_memory(self.memory)
         self._settings_changed()
         return self.session
+
+    def _publish(self) -> None:
+        """Bind ``ehr`` and the clinical ``skills`` in the user's namespace, as generated code sees them."""
+        from ehr_magic import skills
+
+        self.shell.user_ns["ehr"] = self.session.ehr
+        self.shell.user_ns.update(skills.namespace(self.session.ehr))
 
     def _settings_changed(self, change: Any = None) -> None:
         if change is not None and change["name"] == "memory" and self.session.memory is not None:

@@ -45,6 +45,7 @@ class EhrSession:
         self.assistant: Assistant | None = None
         self.pending: dict[str, PendingCell] = {}
         self.history: list[HistoryItem] = []
+        self.last_accepted: tuple[str, str] | None = None  # (question, code) of the last accepted cell
 
     # -- database ------------------------------------------------------------------------
 
@@ -111,6 +112,7 @@ class EhrSession:
             model=pending.model if pending else None)
         if pending is not None:
             pending.entry_id = entry_id
+        self.last_accepted = (question, code.strip())
         return entry_id
 
     def reject(self, token: str) -> None:

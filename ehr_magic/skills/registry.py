@@ -1,0 +1,132 @@
+"""The catalog: built-in skills register here with their card; user skills are read
+from their store. ``search`` ranks cards for a text with rapidfuzz."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from ehr_magic.skills.cards import Card
+from ehr_magic.skills.errors import SkillError
+
+
+@dataclass(frozen=True)
+class Skill:
+    card: Card
+    fn: Callable[..., Any]
+
+
+_BUILTIN: dict[str, Skill] = {}
+
+
+def register(card: Card) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of a built-in skill or calculator: ``@register(Card(name=..., ...))``."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if card.name in _BUILTIN:
+            raise ValueError(f"skill {card.name} registered twice")
+        full = card.evolve(signature=card.signature or signature_text(fn))
+        _BUILTIN[card.name] = Skill(full, fn)
+        fn.card = full  # type: ignore[attr-defined]
+        return fn
+
+    return wrap
+
+
+def signature_text(fn: Callable[..., Any]) -> str:
+    """``(ehr, *, stay_ids=None, ...)``: parameter names and defaults, without annotations."""
+    parts: list[str] = []
+    star = False
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            parts.append(f"*{p.name}")
+            star = True
+        elif p.kind is p.VAR_KEYWORD:
+            parts.append(f"**{p.name}")
+        else:
+            if p.kind is p.KEYWORD_ONLY and not star:
+                parts.append("*")
+                star = True
+            parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return "(" + ", ".join(parts) + ")"
+
+
+def builtin() -> dict[str, Skill]:
+    _load_builtins()
+    return dict(_BUILTIN)
+
+
+_LOADING = threading.RLock()
+_LOADED = threading.Event()
+
+
+def _load_builtins() -> None:
+    if _LOADED.is_set():
+        return
+    with _LOADING:  # generated code may run in several threads; nobody sees a half-filled catalog
+        import ehr_magic.skills.calculator_cards  # noqa: F401  (registers the calculators)
+        import ehr_magic.skills.scores  # noqa: F401  (registers the EHR skills)
+
+        _LOADED.set()
+
+
+# -- search ------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "with", "what", "which", "is", "was",
+         "were", "are", "be", "by", "at", "from", "patient", "patients", "value", "score", "how", "many",
+         "did", "does", "do", "has", "have", "had", "their", "his", "her", "this", "that", "each", "per",
+         "all", "any", "calculate", "compute", "get", "show", "list", "me", "during"}
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("_", " "))
+
+
+def _terms(card: Card) -> list[tuple[str, float]]:
+    """Phrases that name the skill, with a weight."""
+    terms = [(" ".join(_words(card.name)), 1.0), (" ".join(_words(card.title)), 1.0)]
+    terms += [(" ".join(_words(k)), 1.0) for k in card.keywords]
+    return [(t, w) for t, w in terms if t]
+
+
+def score(card: Card, query: str) -> float:
+    """0-100: how well ``card`` fits ``query`` (phrases of the card found in the query, fuzzily)."""
+    words = [w for w in _words(query) if w not in _STOP] or _words(query)
+    if not words:
+        return 0.0
+    grams = {" ".join(words[i:i + n]) for n in (1, 2, 3, 4) for i in range(len(words) - n + 1)}
+    best, hits = 0.0, 0
+    for term, weight in _terms(card):
+        length = len(term.split())
+        candidates = [g for g in grams if abs(len(g.split()) - length) <= 1]
+        if not candidates:
+            continue
+        s = max(fuzz.ratio(term, g) for g in candidates) * weight
+        if len(term) <= 3 and s < 100:  # short acronyms must match exactly
+            s = 0.0
+        if s >= 80:
+            hits += 1
+        best = max(best, s)
+    context = fuzz.token_set_ratio(" ".join(words), " ".join(_words(card.title + " " + card.purpose)))
+    return min(100.0, 0.8 * best + 0.15 * context + 3 * max(0, hits - 1))
+
+
+def rank(cards: list[Card], query: str, k: int) -> list[tuple[Card, float]]:
+    scored = [(c, score(c, query)) for c in cards]
+    scored.sort(key=lambda pair: (-pair[1], pair[0].kind != "ehr", pair[0].name))
+    return scored[: max(0, k)]
+
+
+def unknown(name: str, names: list[str]) -> SkillError:
+    from rapidfuzz import process
+
+    close = process.extractOne(name, names)
+    hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
+    return SkillError(f"No skill named {name!r}.{hint} See ehr_magic.skills.catalog() or skills.search('...').")
