@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -28,7 +28,7 @@ from ehr_magic.memory.entry import ORIGIN_PRIORITY, TRUSTED_ORIGINS
 # Ranking score = similarity (0..100) + this bonus for accepted/seed/imported entries,
 # so an unconfirmed ('auto') entry only wins when it is clearly more similar. Chosen
 # by the simulation in bench/bench_memory.py (see docs/memory.md).
-TRUSTED_BONUS = 10.0
+TRUSTED_BONUS = 5.0
 _ID_BITS = 48
 _ID_MASK = (1 << _ID_BITS) - 1
 NEG_INF = float("-inf")

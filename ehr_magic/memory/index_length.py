@@ -9,6 +9,9 @@ Forms added since the last ordering are kept in a short tail that is always scor
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
+
 import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
@@ -27,13 +30,11 @@ class LengthIndex(FormTable):
     def form(self, question: str) -> str:
         return question
 
-    def add_many(self, rows):  # type: ignore[no-untyped-def]
+    def add_many(self, rows: Iterable[tuple[int, str, str]]) -> None:
         super().add_many(rows)
         self._reorder()
 
     def _reorder(self) -> None:
-        from array import array
-
         live = [i for i, members in enumerate(self._members) if members]
         lengths = np.fromiter((len(self._forms[i]) for i in live), dtype=np.int64, count=len(live))
         order = [live[i] for i in np.argsort(lengths, kind="stable").tolist()]

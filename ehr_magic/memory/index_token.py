@@ -103,7 +103,7 @@ class TokenIndex(FormTable):
         rest = np.flatnonzero(upper >= threshold) if threshold > -np.inf else np.flatnonzero(upper > -np.inf)
         if len(rest) and threshold > -np.inf:
             size = lengths[rest]
-            bound = np.minimum(size, len(query)) * 100.0 / (size + len(query))
+            bound = np.minimum(size, len(query)) * 100.0 / np.maximum(size + len(query), 1.0)
             bound += upper[rest] - 50.0
             keep = bound >= threshold
             rest, upper_rest = rest[keep], bound[keep]

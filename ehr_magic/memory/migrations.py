@@ -56,6 +56,8 @@ MIGRATIONS: list[str] = [
         old_origin   TEXT NOT NULL
     );
     CREATE TRIGGER entries_indexed_update AFTER UPDATE OF question, schema, origin ON entries
+    WHEN OLD.question IS NOT NEW.question OR OLD.schema IS NOT NEW.schema
+         OR OLD.origin IS NOT NEW.origin
     BEGIN
         INSERT INTO index_changes (entry_id, old_question, old_schema, old_origin)
         VALUES (OLD.id, OLD.question, OLD.schema, OLD.origin);
@@ -151,6 +153,14 @@ def connect(path: Path) -> sqlite3.Connection:
     except MemoryStoreError:
         conn.close()
         raise
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise MemoryStoreError(
+                f"The memory store {path} stayed locked by another process for "
+                f"{BUSY_TIMEOUT_S:.0f} s; try again."
+            ) from exc
+        raise damaged(path, exc) from exc
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise damaged(path, exc) from exc

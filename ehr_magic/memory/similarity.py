@@ -19,7 +19,6 @@ Nothing here knows a benchmark's templates: the patterns are generic value shape
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Literal
 
 from rapidfuzz import fuzz
@@ -84,20 +83,6 @@ def default_similarity(a: str, b: str) -> float:
     """The ``default`` similarity of two questions, 0..100 (reference implementation)."""
     ta, tb = default_tokens(a), default_tokens(b)
     return (fuzz.ratio(ta, tb) + fuzz.ratio(" ".join(ta), " ".join(tb))) / 2
-
-
-def levenshtein_form(question: str) -> str:
-    """The string the ``levenshtein`` method compares: the raw question (as EHRAgent)."""
-    return question
-
-
-def form_function(method: str) -> Callable[[str], str]:
-    """The function that turns a question into the compared string for ``method``."""
-    if method == "default":
-        return default_form
-    if method == "levenshtein":
-        return levenshtein_form
-    raise ValueError(method)
 
 
 def check_method(method: str) -> None:

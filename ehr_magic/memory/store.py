@@ -152,13 +152,14 @@ class MemoryStore:
             conn.execute(f"BEGIN {mode}")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             finally:
                 if mode == "IMMEDIATE":
-                    self._token += 1
-            conn.execute("COMMIT")
+                    self._token += 1  # our own commit does not change PRAGMA data_version
 
     def _write(self) -> Any:
         return self._transaction("IMMEDIATE")
@@ -198,6 +199,7 @@ class MemoryStore:
         )
         with self._write() as conn:
             entry_id, _ = self._upsert(conn, record, origin)
+            self._prune_change_log(conn)
         return entry_id
 
     def _upsert(self, conn: sqlite3.Connection, rec: JsonlRecord, origin: str) -> tuple[int, bool]:
@@ -291,6 +293,8 @@ class MemoryStore:
         ``levenshtein`` (EHRAgent's measure) minus the edit distance.
         """
         check_method(method)
+        if not isinstance(question, str):
+            raise MemoryStoreError(f"The question to search for must be a string, not {type(question).__name__}.")
         if not isinstance(k, int) or k < 0:
             raise MemoryStoreError(f"k must be a non-negative whole number, not {k!r}.")
         priorities = None
@@ -481,6 +485,7 @@ class MemoryStore:
                 origin = "seed" if rec.origin == "seed" else "imported"
                 _, new = self._upsert(conn, rec, origin)
                 created += new
+            self._prune_change_log(conn)
         return created
 
     def stats(self) -> MemoryStats:
