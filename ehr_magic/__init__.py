@@ -9,6 +9,11 @@ from ehr_magic.data import EHR, connect  # noqa: E402
 __all__ = ["EHR", "connect", "__version__"]
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the side panel (for `jupyter labextension develop`)."""
+    return [{"src": "labextension", "dest": "@ehr-magic/panel"}]
+
+
 def load_ipython_extension(ip) -> None:  # noqa: ANN001 - IPython's hook signature
     """``%load_ext ehr_magic``."""
     from ehr_magic.magic import load_ipython_extension as load

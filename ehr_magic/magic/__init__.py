@@ -44,6 +44,12 @@ def unload_ipython_extension(ip: Any) -> None:
         ip.events.unregister("post_run_cell", hook)
     except ValueError:
         pass
+    try:
+        from ehr_magic.panel import unregister_comm_target
+
+        unregister_comm_target(ip)
+    except ImportError:
+        pass
     if magics.session.ehr is not None:
         magics.session.ehr.close()
     del ip._ehr_magic
