@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,16 @@ def test_no_model_configured_is_one_message_and_memory_still_works(ip, fake_llm,
 
 def test_interrupt_stops_cleanly(ip, fake_llm, capsys) -> None:
     fake_llm.enqueue(FakeReply(text=fenced("answer = 1"), delay=5.0))
-    timer = threading.Timer(0.5, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+
+    def interrupt_once_the_model_is_asked() -> None:
+        for _ in range(400):  # the request is in flight: interrupt the wait for the model
+            if fake_llm.requests:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    timer = threading.Thread(target=interrupt_once_the_model_is_asked)
     timer.start()
     result = ip.run_cell("%%ehr\nSlow question?")
     timer.join()
@@ -208,3 +218,27 @@ def test_generated_code_can_call_skills(ip, fake_llm) -> None:
     fake_llm.enqueue(fenced("answer = skills.calc.bmi(80, 180)"))
     ip.run_cell_magic("ehr", "", "What is the BMI of someone weighing 80 kg at 180 cm?")
     assert round(ip.user_ns["answer"], 1) == 24.7
+
+
+def test_review_mode_inserts_without_running_and_status_shows_privacy(ip, fake_llm, capsys) -> None:
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    ip.run_cell_magic("ehr", "--review", "How many patients are there?")
+    assert "answer" not in ip.user_ns
+    assert read_marker(inserted(ip))[2].strip() == CELL_CODE
+    assert "not run" in capsys.readouterr().out
+    ip.run_line_magic("ehr", "status")
+    assert "privacy: full" in capsys.readouterr().out  # the open EHRSQL demo data
+
+
+def test_blocked_code_is_fed_back_and_rewritten(ip, fake_llm) -> None:
+    def responder(request):
+        text = str(request)
+        if "rubber-duck" in text:
+            return "Reading files is not allowed; query the database."
+        if "is not allowed" in text:
+            return fenced("answer = ehr.count('patients')")
+        return fenced("import os\nanswer = os.listdir('/')")
+
+    fake_llm.responder = responder
+    ip.run_cell_magic("ehr", "", "How many patients are there?")
+    assert ip.user_ns["answer"] == 94

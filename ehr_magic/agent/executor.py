@@ -25,6 +25,8 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.safety import limits
+
 GENERATED = "<generated>"
 _MISSING = object()
 
@@ -80,10 +82,14 @@ def base_namespace(ehr: Any) -> dict[str, Any]:
 class Executor:
     """Runs generated code against one ``EHR`` with a time limit and capped output."""
 
-    def __init__(self, ehr: Any, *, timeout: float = 60.0, output_limit: int = 4000) -> None:
+    def __init__(self, ehr: Any, *, timeout: float = 60.0, output_limit: int = 4000,
+                 max_rows: int | None = limits.DEFAULT_MAX_ROWS, memory_limit: int | None = None) -> None:
         self.ehr = ehr
         self.timeout = timeout
         self.output_limit = output_limit
+        self.max_rows = max_rows  # rows one query of generated code may return (None: no cap)
+        # growth of the process's memory allowed during one run (None: the default allowance; 0: no watch)
+        self.memory_limit = limits.default_memory_allowance() if memory_limit is None else memory_limit
 
     def run(self, code: str, namespace: dict[str, Any] | None = None) -> Execution:
         """Execute ``code``; ``namespace`` (default: a fresh one) receives its variables."""
@@ -97,32 +103,50 @@ class Executor:
             info = ErrorInfo("SyntaxError", exc.msg or "invalid syntax", exc.lineno, _line(code, exc.lineno))
             return Execution(ok=False, error=info, seconds=time.perf_counter() - started, namespace=ns)
 
-        buffer = io.StringIO()
+        buffer = limits.CappedText(self.output_limit)
         ns["print"] = _capturing_print(buffer)
         ns.pop("answer", None)
         outcome: dict[str, BaseException | None] = {"error": None}
 
         def target() -> None:
             try:
-                exec(compiled, ns)  # noqa: S102 (the executor is the one place code runs)
+                with limits.row_cap(self.max_rows):
+                    exec(compiled, ns)  # noqa: S102 (the executor is the one place code runs)
             except BaseException as exc:  # noqa: BLE001 (everything is reported, nothing escapes the thread)
                 outcome["error"] = exc
 
         worker = threading.Thread(target=target, name="ehr-magic-executor", daemon=True)
+        watch = limits.MemoryWatch(self.memory_limit) if self.memory_limit else None
         worker.start()
+        if watch is not None:
+            watch.start()
+        deadline = time.monotonic() + self.timeout
         try:
-            worker.join(self.timeout)
+            while worker.is_alive() and time.monotonic() < deadline:
+                worker.join(min(0.05, max(0.0, deadline - time.monotonic())))
+                if watch is not None and watch.exceeded():
+                    break
         except KeyboardInterrupt:  # the analyst pressed stop: stop the run too, then pass it on
             self._stop(worker)
             raise
-        timed_out = worker.is_alive()
-        if timed_out:
+        over_memory = watch is not None and watch.exceeded()
+        timed_out = worker.is_alive() and not over_memory
+        if worker.is_alive():
             self._stop(worker)
+        if watch is not None:
+            watch.stop()
         seconds = time.perf_counter() - started
         ns.pop("print", None)
-        stdout = _cap(buffer.getvalue(), self.output_limit)
+        stdout = buffer.getvalue()
         last = ns.pop("__last__", None)
         error = outcome["error"]
+        if over_memory:
+            info = ErrorInfo("MemoryLimit", watch.describe())
+            if isinstance(error, BaseException):
+                info.line, info.line_text = _failing_line(error, code)
+            for name in [k for k in ns if k not in ("ehr", "pl")]:  # free what the run built
+                ns.pop(name, None)
+            return Execution(ok=False, stdout=stdout, error=info, seconds=seconds, namespace=ns)
         if timed_out:
             info = ErrorInfo("Timeout", f"the code did not finish within {self.timeout:g} seconds and was stopped; "
                              "make the query cheaper (filter early, avoid cross joins and Python loops over rows)")

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ehr_magic.agent import context, prompts
-from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
+from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer
 from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.agent.replies import parse_reply
 from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, preview
 
+from ehr_magic.safety import check_code, privacy
+
 KnowledgeMode = Literal["separate", "inline", "off"]
+RunMode = Literal["auto", "review", "review-if-flagged"]
 
 
 @dataclass
@@ -31,6 +34,8 @@ class AgentSettings:
     timeout: float = 60.0
     debugger: bool = True
     stream: bool | None = None  # None: the LLM settings decide
+    privacy: str | None = None  # schema | aggregates | full; None: privacy.default_level(ehr)
+    run_mode: RunMode = "auto"  # auto: guarded code runs at once
     execute: bool = True  # False: return the first code unrun (status "generated")
 
 
@@ -53,6 +58,8 @@ class Agent:
         self.examples = examples or SeedExamples()
         self.settings = settings or AgentSettings()
         self.executor = Executor(ehr, timeout=self.settings.timeout)
+        level = self.settings.privacy
+        self.privacy = privacy.check_level(level) if level else privacy.default_level(ehr)
 
     def run(self, question: str, *, on_event: Callable[[Event], None] | None = None) -> AgentResult:
         started = time.perf_counter()
@@ -87,13 +94,20 @@ class Agent:
                 break
             step = ActionStep(index, reply=text, code=reply.code,
                               knowledge=result.knowledge if s.knowledge == "separate" else reply.knowledge)
-            if not s.execute:
+            flagged = s.run_mode == "review-if-flagged" and check_code(step.code).flagged
+            if not s.execute or s.run_mode == "review" or flagged:  # the analyst runs it after reading it
                 result.status, result.code, result.knowledge = "generated", step.code, step.knowledge
+                result.message = "flagged by the code guard for review: " + check_code(step.code).describe() \
+                    if flagged else "generated for review; not run"
                 result.steps.append(step)
                 break
             emit(kind="phase", phase="run", detail=f"step {index}/{s.max_steps}")
             namespace = base_namespace(self.ehr)
-            execution = self.executor.run(step.code, namespace)
+            report = check_code(step.code)
+            if report.allowed or report.syntax_error:  # code that does not parse cannot run: the executor says why
+                execution = self.executor.run(step.code, namespace)
+            else:
+                execution = Execution(ok=False, error=ErrorInfo("Blocked", report.describe()), namespace=namespace)
             step.run_seconds, step.stdout, step.error = execution.seconds, execution.stdout, execution.error
             if execution.ok:
                 step.soft_failure = "the code did not set `answer`" if not execution.has_answer else (is_empty_answer(execution.answer) or "")
@@ -108,8 +122,13 @@ class Agent:
                     result.steps.append(step)
                     emit(kind="step", step=step)
                     break
-            step.hints = [h.describe() for h in value_hints(step.code, self.ehr)]
-            trace = context.trace_text(step.error, step.soft_failure, step.stdout)
+            hints = value_hints(step.code, self.ehr) if report.allowed else []
+            step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
+            # What the model sees is masked at the privacy level; the analyst (result.message) sees everything.
+            shown_error = step.error if step.error is None or step.error.type == "Blocked" else \
+                privacy.mask_error(step.error, self.privacy, self.ehr, step.code)
+            trace = context.trace_text(shown_error, step.soft_failure,
+                                       privacy.mask_stdout(step.stdout, self.privacy, self.ehr, step.code))
             if s.debugger and index < s.max_steps:
                 emit(kind="phase", phase="debug", detail=f"step {index}/{s.max_steps}")
                 step.debugger_note = self._debug(result, question, step.code, trace, step.hints)
@@ -118,7 +137,7 @@ class Agent:
                 hints=("\nValues in the code that match nothing stored:\n" + "\n".join(f"- {h}" for h in step.hints) + "\n") if step.hints else "",
                 debugger=f"\nDebugger's note: {step.debugger_note}\n" if step.debugger_note else "")
             result.steps.append(step)
-            result.message = trace
+            result.message = context.trace_text(step.error, step.soft_failure, step.stdout)
             emit(kind="step", step=step)
             messages += step.to_messages()
             previous_code = step.code

@@ -23,6 +23,7 @@ from ehr_magic.data.build import META_TABLE
 from ehr_magic.data.clock import Clock, Unit, parse_time
 from ehr_magic.data.lookup import VocabularyCache
 from ehr_magic.errors import DatabaseError, EhrMagicError, ReadOnlyError
+from ehr_magic.safety import limits
 
 _SAFE_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
@@ -43,7 +44,7 @@ class EHR:
                 "or `ehr-magic data load ...`."
             )
         try:
-            self._con = duckdb.connect(str(self.path), read_only=True, config=dict(_SAFE_CONFIG))
+            self._con = duckdb.connect(str(self.path), read_only=True, config={**_SAFE_CONFIG, **limits.duckdb_config()})
         except duckdb.Error as exc:
             raise DatabaseError(f"Cannot open {path} as a DuckDB database: {_first_line(exc)}") from None
         self._local = threading.local()
@@ -66,7 +67,7 @@ class EHR:
             relation = cursor.sql(query, params=params)
             if relation is None:  # a statement without a result set
                 return pl.DataFrame()
-            return relation.pl()
+            return limits.fetch(relation)
         except (duckdb.PermissionException, duckdb.InvalidInputException) as exc:
             raise _safety_error(exc) from None
 
@@ -78,7 +79,7 @@ class EHR:
         name = self._check_table(name)
         frame = self._frames.get(name)
         if frame is None:
-            frame = self._cursor().sql(f'SELECT * FROM "{name}"').pl()
+            frame = limits.fetch(self._cursor().sql(f'SELECT * FROM "{name}"'), what=f"ehr.table({name!r})")
             self._frames[name] = frame
         return frame.lazy()
 

@@ -21,6 +21,7 @@ MARKER = re.compile(r"^# ehr-magic #(?P<token>[A-Za-z0-9]+): (?P<question>.*)$")
 @argument("--as", dest="as_name", metavar="NAME", help="also bind the answer to this variable")
 @argument("--no-run", action="store_true", help="generate and insert the code, but do not run it")
 @argument("--regenerate", action="store_true", help="ignore the accepted cell in memory and ask the model anew")
+@argument("--review", action="store_true", help="insert the generated code without running it, to read it first")
 @argument("--quiet", action="store_true", help="show only the answer, no progress or details")
 def ehr_cell_arguments(line: str) -> None:
     """%%ehr [options]  followed by the question as the cell body.
@@ -43,6 +44,7 @@ class AskCommand:
     no_run: bool = False
     regenerate: bool = False
     quiet: bool = False
+    review: bool = False
 
 
 class CommandError(ValueError):
@@ -65,7 +67,7 @@ def parse_ask(line: str, cell: str) -> AskCommand:
     if args.shots is not None and args.shots < 0:
         raise CommandError("--shots cannot be negative.")
     return AskCommand(question, args.model, args.steps, args.shots, args.knowledge, args.as_name,
-                      args.no_run, args.regenerate, args.quiet)
+                      args.no_run, args.regenerate, args.quiet, args.review)
 
 
 def split_line(line: str) -> list[str]:

@@ -40,7 +40,8 @@ HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline
 %ehr help                                         this text
 Run an inserted cell (edited or not) to accept it into memory."""
 
-_CONFIG_KEYS = ("model", "base_url", "steps", "shots", "knowledge", "timeout", "memory", "store")
+_CONFIG_KEYS = ("model", "base_url", "steps", "shots", "knowledge", "timeout", "memory", "store", "run_mode",
+                "privacy")
 
 
 @magics_class
@@ -56,6 +57,12 @@ class EhrMagics(Magics, Configurable):
                  help="What memory keeps: only cells the analyst accepted, or also every successful answer.")
     database = Unicode(None, allow_none=True, config=True, help="Database to connect at load time (default: demo).")
     show_progress = Bool(True, config=True, help="Show live progress while the assistant works.")
+    run_mode = Enum(["auto", "review", "review-if-flagged"], "auto", config=True,
+                    help="auto: run guarded code at once; review: insert it for the analyst to run; "
+                         "review-if-flagged: review only code the guard flags.")
+    privacy = Enum(["schema", "aggregates", "full"], None, allow_none=True, config=True,
+                   help="What the model may see of the data (default: full for open demos and synthetic data, "
+                        "schema for anything else).")
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell=shell)
@@ -85,7 +92,8 @@ class EhrMagics(Magics, Configurable):
     def _ask(self, cmd: command.AskCommand) -> None:
         session = self._ready()
         settings = AgentSettings(max_steps=cmd.steps or self.steps, shots=self.shots if cmd.shots is None else cmd.shots,
-                                 knowledge=cmd.knowledge or self.knowledge, timeout=self.timeout)
+                                 knowledge=cmd.knowledge or self.knowledge, timeout=self.timeout,
+                                 privacy=self.privacy, run_mode="review" if cmd.review else self.run_mode)
         progress = _Progress(enabled=self.show_progress and not cmd.quiet)
         started = time.perf_counter()
         try:
@@ -113,7 +121,9 @@ class EhrMagics(Magics, Configurable):
         if answer.source == "agent":
             self.shell.set_next_input(command.with_marker(token, cmd.question, answer.code), replace=False)
         if answer.status == "generated":
-            self._say("ehr-magic: code inserted below, not run (--no-run). Run the cell to execute and accept it.")
+            reason = "--no-run" if cmd.no_run else answer.message or "review"
+            self._say(f"ehr-magic: code inserted below, not run ({reason}). Read it, then run the cell to execute "
+                      "and accept it.")
             return
         self._bind(answer, cmd.as_name)
         display({"text/plain": render.answer_text(answer.answer), "text/html": render.answer_html(answer.answer)}, raw=True)
@@ -176,6 +186,10 @@ class EhrMagics(Magics, Configurable):
             stats = s.memory.stats()
             mine = stats.by_schema.get(s.ehr.schema, 0) if s.ehr else 0
             lines.append(f"memory: {stats.path}: {stats.total} entries, {mine} for this schema")
+        from ehr_magic.safety import privacy
+
+        level = self.privacy or (privacy.default_level(s.ehr) if s.ehr else "-")
+        lines.append(f"privacy: {level} (what the model may see); run mode: {self.run_mode}")
         lines.append(f"settings: steps {self.steps}, shots {self.shots}, knowledge {self.knowledge}, "
                      f"timeout {self.timeout:g} s, store {self.store}")
         print("\n".join(lines))
@@ -322,7 +336,7 @@ class EhrMagics(Magics, Configurable):
             return
         assistant.llm_overrides = {"model": self.model, "base_url": self.base_url}
         assistant.settings = AgentSettings(max_steps=self.steps, shots=self.shots, knowledge=self.knowledge,
-                                           timeout=self.timeout)
+                                           timeout=self.timeout, privacy=self.privacy, run_mode=self.run_mode)
         assistant.store_auto = self.store == "auto"
 
     @staticmethod
