@@ -8,12 +8,7 @@ from pathlib import Path
 import pytest
 from fake_llm import fake_llm  # noqa: F401  (the fake OpenAI-compatible server fixture)
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-MIMIC_IV_DEMO = SHARED_DATA / "mimic-iv-clinical-database-demo-2.2"
-CHARTEVENTS_RECONSTRUCTED = SHARED_DATA / "mimic-iv-demo-2.2-chartevents-reconstructed"
-EHRSQL_DIR = SHARED_DATA / "ehrsql-2024"
-EHRSQL_SQLITE = EHRSQL_DIR / "mimic_iv.sqlite"
+from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, MIMIC_IV_DEMO
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import EHRSQL_SQLITE, MIMIC_IV_DEMO
+from datapaths import EHRSQL_SQLITE, MIMIC_IV_DEMO
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

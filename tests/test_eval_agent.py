@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import ehr_magic
-from conftest import EHRSQL_DIR
+from datapaths import EHRSQL_DIR
 from ehr_magic.eval import evaluate, load_split
 from ehr_magic.eval.sqlite_dialect import translator_for
 from fake_llm import messages_text

@@ -14,7 +14,7 @@ import ehr_magic.cli as cli
 from ehr_magic.errors import ConfigError, EhrMagicError
 from ehr_magic.eval import ANSWERERS, EvalContext, Outcome, evaluate, load_split, run_sqlite_sql
 from ehr_magic.eval.metrics import Prices
-from conftest import EHRSQL_DIR, EHRSQL_SQLITE
+from datapaths import EHRSQL_DIR, EHRSQL_SQLITE
 
 pytestmark = pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason="needs ../shared/data/ehrsql-2024")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MIMIC_IV_DEMO
+from datapaths import MIMIC_IV_DEMO
 from ehr_magic.data.demo import demo_database
 from ehr_magic.data.sources import fetch
 from ehr_magic.errors import DataSourceError

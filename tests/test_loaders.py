@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ehr_magic
-from conftest import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, MIMIC_IV_DEMO
+from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, MIMIC_IV_DEMO
 from ehr_magic.data.sources import ehrsql, mimic_iv
 from ehr_magic.errors import DataSourceError
 

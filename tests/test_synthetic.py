@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
+from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
 
 from ehr_magic.data.sources import synthetic
 from ehr_magic.errors import DataSourceError
