@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -101,7 +100,6 @@ def test_oracle_reproduces_every_valid_answer(ehrsql_db: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("EHR_MAGIC_EVAL_TRAIN"), reason="set EHR_MAGIC_EVAL_TRAIN=1 (about 1 min)")
 def test_oracle_reproduces_every_train_answer(ehrsql_db: Path) -> None:
     report = evaluate(EHRSQL_DIR, "train", ehrsql_db, mode="oracle")
     assert [r.id for r in report.results if not r.correct] == []
