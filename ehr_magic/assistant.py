@@ -1,8 +1,17 @@
 """The assistant: one library call behind the magic, the side panel and scripts.
 
-``Assistant.ask(question)`` answers from memory when an accepted cell already answers
-exactly this question (no model call), otherwise runs the agent with memory as its
-few-shot source. ``Assistant.accept`` stores what the analyst accepted.
+``Assistant.ask(question)`` tries, in order:
+
+1. an accepted cell for exactly this question: run it as it is (no model call);
+2. reuse with substitution (``ehr_magic.reuse``): a remembered cell of the same kind
+   of question, its code adapted to the new values ("reused accepted cell #12 with:
+   potassium <- rdw, 10010471 <- 10004235"; no model call);
+3. the agent, with the closest memory entries as its examples, when a model is
+   configured. Without one, the ``ConfigError`` also says why reuse declined.
+
+A question reuse finds certainly unanswerable (a patient id the database does not
+hold, a time after the data's "now") is abstained on at step 2 without a model call.
+``Assistant.accept`` stores what the analyst accepted.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
 from ehr_magic.agent.steps import AgentResult, preview
 from ehr_magic.data.lookup import normalise
+from ehr_magic.errors import ConfigError
 
 Source = Literal["memory", "agent"]
 
@@ -35,6 +45,7 @@ class Answer:
     result: AgentResult | None = None
     namespace: dict[str, Any] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
+    substitutions: list[tuple[str, str]] = field(default_factory=list)  # (new, old) values written into a reused cell
 
     @property
     def model_calls(self) -> int:
@@ -53,19 +64,29 @@ class Assistant:
         self.store_auto = store_auto
         self._llm = None
         self._llm_key: tuple | None = None
+        self._reuser = None
 
     # -- answering ---------------------------------------------------------------------
 
     def ask(self, question: str, *, regenerate: bool = False, execute: bool = True, model: str | None = None,
             settings: AgentSettings | None = None, on_event: Callable[[Event], None] | None = None) -> Answer:
         started = time.perf_counter()
+        declined = None  # why reuse with substitution did not answer
         if not regenerate and self.memory is not None:
             reused = self._reuse(question)
+            if reused is None and execute:
+                reused, declined = self._adapt(question)
             if reused is not None:
                 reused.seconds = time.perf_counter() - started
                 return reused
+        try:
+            llm = self.llm(model)
+        except ConfigError as exc:
+            if declined is None:
+                raise
+            raise ConfigError(f"{declined} To let the agent try: {exc}") from None
         agent_settings = replace(settings or self.settings, execute=execute)
-        agent = Agent(self.ehr, self.llm(model), examples=self._examples(), settings=agent_settings)
+        agent = Agent(self.ehr, llm, examples=self._examples(), settings=agent_settings)
         result = agent.run(question, on_event=on_event)
         answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
                         "agent", None, result, result.namespace, time.perf_counter() - started)
@@ -97,6 +118,33 @@ class Assistant:
         return Answer(question, "answered", execution.answer, entry.code, entry.knowledge,
                       f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
                       namespace={k: v for k, v in namespace.items() if not k.startswith("__")})
+
+    def reuser(self):
+        """The reuse engine over this assistant's memory (built on first use)."""
+        if self._reuser is None:
+            from ehr_magic.reuse import Reuser
+
+            self._reuser = Reuser.from_store(self.ehr, self.memory, timeout=self.settings.timeout)
+        return self._reuser
+
+    def _adapt(self, question: str) -> tuple[Answer | None, str | None]:
+        """Reuse with substitution: ``(answer, None)``, or ``(None, why not)``. A question
+        reuse finds unanswerable comes back as an abstained answer."""
+        result = self.reuser().answer(question)
+        if result.answered:
+            self.memory.mark_used([result.entry_id])
+            entry_knowledge = ""
+            try:
+                entry_knowledge = self.memory.get(result.entry_id).knowledge
+            except Exception:  # noqa: BLE001 - the entry may have been deleted meanwhile
+                pass
+            return Answer(question, "answered", result.answer, result.code, entry_knowledge, result.message,
+                          "memory", result.entry_id, namespace=result.namespace,
+                          substitutions=list(result.substitutions)), None
+        if result.unanswerable:
+            return Answer(question, "abstained", message=f"This database cannot answer that: {result.reason}.",
+                          source="memory"), None
+        return None, f"Memory reuse declined: {result.reason}."
 
     # -- memory ------------------------------------------------------------------------
 

@@ -242,3 +242,17 @@ def test_blocked_code_is_fed_back_and_rewritten(ip, fake_llm) -> None:
     fake_llm.responder = responder
     ip.run_cell_magic("ehr", "", "How many patients are there?")
     assert ip.user_ns["answer"] == 94
+
+
+def test_accepted_cell_is_reused_with_new_values_without_the_model(ip, fake_llm, tmp_path) -> None:
+    code = ("answer = ehr.sql(\"SELECT count(*) FROM admissions WHERE subject_id = 10004235\").item()")
+    fake_llm.enqueue(fenced(code))
+    ip.run_cell_magic("ehr", "", "How many hospital visits did patient 10004235 have?")
+    assert ip.run_cell(inserted(ip)).success
+    requests = len(fake_llm.chat_requests())
+    other = ip.user_ns["ehr"].sql("SELECT count(*) FROM admissions WHERE subject_id = 10014729").item()
+    ip.run_cell_magic("ehr", "", "How many hospital visits did patient 10014729 have?")
+    assert len(fake_llm.chat_requests()) == requests  # no model call
+    assert ip.user_ns["answer"] == other
+    cell = inserted(ip)
+    assert "10014729" in cell and "10004235" not in read_marker(cell)[2]

@@ -175,6 +175,7 @@ class OracleAnswerer:
 ANSWERERS: dict[str, AnswererFactory | str] = {
     "oracle": OracleAnswerer,
     "agent": "ehr_magic.eval.agent_mode:AgentAnswerer",
+    "memory": "ehr_magic.reuse.answerer:MemoryAnswerer",
 }
 
 

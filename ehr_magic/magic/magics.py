@@ -118,7 +118,9 @@ class EhrMagics(Magics, Configurable):
         model = answer.result.model if answer.result else ""
         answer.code = command.cell_body(answer.code)
         session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answer.status == "answered" else "")
-        if answer.source == "agent":
+        # New code (generated, or an accepted cell adapted to new values) becomes a cell to accept;
+        # an accepted cell reused as it is already stands in the notebook.
+        if answer.source == "agent" or getattr(answer, "substitutions", None):
             self.shell.set_next_input(command.with_marker(token, cmd.question, answer.code), replace=False)
         if answer.status == "generated":
             reason = "--no-run" if cmd.no_run else answer.message or "review"

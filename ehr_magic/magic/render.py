@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 from typing import Any
 
 import polars as pl
@@ -51,7 +52,14 @@ def details_html(answer: Any, model: str) -> str:
     result: AgentResult | None = answer.result
     parts = []
     if answer.source == "memory":
-        parts.append(f"{esc(answer.message)}<details><summary>code</summary><pre>{esc(answer.code)}</pre></details>")
+        substitutions = getattr(answer, "substitutions", None) or []
+        if substitutions:  # an adapted cell: show what changed and the code that ran
+            rows = "".join(f"<tr><td><code>{esc(new)}</code></td><td>&larr;</td><td><code>{esc(old)}</code></td></tr>"
+                           for new, old in substitutions)
+            parts.append(f"{esc(answer.message)}<table style='margin:.3em 0'>{rows}</table>"
+                         f"<details open><summary>adapted code</summary><pre>{esc(answer.code)}</pre></details>")
+        else:
+            parts.append(f"{esc(answer.message)}<details><summary>code</summary><pre>{esc(answer.code)}</pre></details>")
     elif result is not None:
         parts.append(f"{len(result.steps)} step(s), {len(result.llm_calls)} model call(s), "
                      f"{result.prompt_tokens:,} prompt + {result.completion_tokens:,} completion tokens, "
@@ -59,6 +67,8 @@ def details_html(answer: Any, model: str) -> str:
         if result.examples:
             parts.append("examples: " + esc(", ".join(result.examples)))
     body = "<br>".join(parts)
+    if answer.source != "memory" and answer.code:
+        body += code_block_html(answer.code)
     knowledge = answer.knowledge.strip()
     if knowledge:
         body += f"<details><summary>knowledge</summary><pre>{esc(knowledge)}</pre></details>"
@@ -71,6 +81,14 @@ def details_html(answer: Any, model: str) -> str:
     return f"<div style='font-size:85%;opacity:.8'>{body}</div>"
 
 
+def code_block_html(code: str) -> str:
+    """The code with a copy button, for front ends that do not insert cells (set_next_input)."""
+    literal = json.dumps(code).replace("<", "\\u003c").replace("'", "\\u0027")
+    return (f"<details><summary>code</summary>"
+            f"<button onclick='navigator.clipboard.writeText({esc(literal)})'>copy</button>"
+            f"<pre>{esc(code)}</pre></details>")
+
+
 def failure_html(answer: Any) -> str:
     titles = {"failed": "Could not answer", "clarify": "The assistant needs a clarification",
               "abstained": "This database cannot answer that", "interrupted": "Interrupted"}
@@ -79,6 +97,13 @@ def failure_html(answer: Any) -> str:
     code = f"<details><summary>last code</summary><pre>{esc(answer.code)}</pre></details>" if answer.code else ""
     return (f"<div class='ehr-magic-failure'><b>{esc(title)}</b> ({esc(answer.status)})"
             f"<pre style='white-space:pre-wrap'>{esc(_short(message, 3000))}</pre>{code}</div>")
+
+
+def reuse_text(answer: Any) -> str:
+    """Plain-text view of a memory answer: the message, and the adapted code when values changed."""
+    if getattr(answer, "substitutions", None):
+        return f"{answer.message}\nadapted code:\n{answer.code}"
+    return answer.message
 
 
 def failure_text(answer: Any) -> str:

@@ -173,6 +173,7 @@ class PanelHandler:
             "answer_text": preview(answer.answer, p.TEXT_CHARS) if answered else "",
             "code": code, "raw_code": answer.code, "token": token, "knowledge": answer.knowledge,
             "entry_id": answer.entry_id,
+            "substitutions": [[new, old] for new, old in getattr(answer, "substitutions", None) or []],
             "steps": [step_dict(s) for s in result.steps] if result else [],
             "examples": stream.example_list or self._examples(result.examples if result else []),
             "model": result.model if result else "", "llm_calls": len(result.llm_calls) if result else 0,

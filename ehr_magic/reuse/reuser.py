@@ -1,0 +1,229 @@
+"""``Reuser``: answer a question by adapting a remembered cell, without the model.
+
+    reuser = Reuser.from_store(ehr, MemoryStore())
+    result = reuser.answer("What was the last potassium of patient 10010471?")
+    result.status        # answered | abstained
+    result.message       # reused accepted cell #12 with: potassium <- rdw, 10010471 <- 10004235
+    result.code          # the adapted code that ran
+
+The steps: match the question to memory (``match``), write its values into the
+cell's code (``adapt``), check every new value exists where the code uses it, run
+the code with the usual executor, and check the result has the shape the question
+asks for (a time for "when", yes/no for "did/has/is"). Anything unsure abstains
+with the reason; nothing here calls a model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
+from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context
+from ehr_magic.reuse.match import Candidate, MatchResult, ReuseIndex
+from ehr_magic.reuse.unanswerable import unanswerable_reason, unknown_words
+
+TRUSTED = ("accepted", "seed", "imported")
+
+
+@dataclass
+class ReuseResult:
+    """What reusing memory gave for one question."""
+
+    question: str
+    status: str  # answered | abstained
+    answer: Any = None
+    code: str = ""
+    entry_id: int | None = None
+    entry_question: str = ""
+    origin: str = ""
+    substitutions: list[tuple[str, str]] = field(default_factory=list)  # (new, old)
+    score: float = 0.0  # similarity of the question to the cell's question (0-1)
+    margin: float = 0.0  # how much better than the best cell of another kind
+    reason: str = ""
+    unanswerable: bool = False  # the reason is certain: the database cannot answer this
+    seconds: float = 0.0
+    namespace: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def answered(self) -> bool:
+        return self.status == "answered"
+
+    @property
+    def message(self) -> str:
+        if not self.answered:
+            return self.reason
+        cell = f"{self.origin} cell" if self.origin and self.origin != "accepted" else "accepted cell"
+        if not self.substitutions:
+            return f"reused {cell} #{self.entry_id} as it is (no model call)"
+        changes = ", ".join(f"{new} <- {old}" for new, old in self.substitutions)
+        return f"reused {cell} #{self.entry_id} with: {changes} (no model call)"
+
+
+class Reuser:
+    """Answers questions on one ``EHR`` from remembered cells (see the module doc).
+
+    Entries come from a ``MemoryStore`` (``from_store``; re-read when the store
+    changes) or are added directly with ``add``. Only trusted origins (accepted,
+    seed, imported) are reused.
+    """
+
+    def __init__(self, ehr: Any, *, index: ReuseIndex | None = None, timeout: float = 30.0,
+                 **index_options: Any) -> None:
+        self.ehr = ehr
+        self.index = index or ReuseIndex(ehr, **index_options)
+        self.timeout = timeout
+        self.store: Any = None
+        self.schema: str | None = None
+        self.origins: tuple[str, ...] = TRUSTED
+        self._store_state: tuple | None = None
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_store(cls, ehr: Any, store: Any, *, schema: str | None = None, origins: Iterable[str] = TRUSTED,
+                   **options: Any) -> Reuser:
+        """A reuser over ``store``'s entries of ``schema`` (default: the database's schema)."""
+        reuser = cls(ehr, **options)
+        reuser.store = store
+        reuser.schema = schema if schema is not None else getattr(ehr, "schema", None)
+        reuser.origins = tuple(origins)
+        reuser.refresh()
+        return reuser
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def add(self, entry_id: int, question: str, code: str, *, origin: str = "accepted") -> None:
+        self.index.add(entry_id, question, code, origin=origin)
+
+    def add_many(self, entries: Iterable[tuple[int, str, str, str]]) -> None:
+        self.index.add_many(entries)
+
+    def refresh(self) -> None:
+        """Bring the index up to date with the store (cheap when nothing changed)."""
+        if self.store is None:
+            return
+        with self._lock:
+            stats = self.store.stats()
+            state = (stats.total, stats.last_updated_at)
+            if state == self._store_state:
+                return
+            entries = [e for e in self.store.list(schema=self.schema) if e.origin in self.origins]
+            wanted = {e.id: e for e in entries}
+            known = self.index.templates
+            for entry_id in [i for i in known if i not in wanted]:
+                self.index.remove(entry_id)
+            changed = [e for e in entries if e.id not in known or known[e.id].code != e.code
+                       or known[e.id].question != e.question or known[e.id].origin != e.origin]
+            self.index.add_many((e.id, e.question, e.code, e.origin) for e in changed)
+            self._store_state = state
+
+    # -- answering ------------------------------------------------------------------------
+
+    def answer(self, question: str) -> ReuseResult:
+        """Answer ``question`` from memory, or abstain with the reason."""
+        started = time.perf_counter()
+        self.refresh()
+        match = self.index.match(question)
+        result = self._answer(question, match)
+        result.margin = match.margin
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _answer(self, question: str, match: MatchResult) -> ReuseResult:
+        unanswerable = unanswerable_reason(question, match.detected, self.index, self.ehr)
+        if unanswerable:
+            return ReuseResult(question, "abstained", reason=unanswerable, score=match.score, unanswerable=True)
+        if not match.accepted:
+            reason = match.reason or "no remembered cell fits"
+            unknown = unknown_words(question, self.index.known_words())
+            if unknown:
+                reason = (f"the question asks about {', '.join(repr(w) for w in unknown)}, which neither the "
+                          f"database nor any remembered question mentions; {reason}")
+            return ReuseResult(question, "abstained", reason=reason, score=match.score)
+        best = match.best
+        assert best is not None
+        return self._run(question, best)
+
+    def _run(self, question: str, candidate: Candidate) -> ReuseResult:
+        template = candidate.template
+        base = dict(question=question, entry_id=template.entry_id, entry_question=template.question,
+                    origin=template.origin, score=candidate.score)
+        try:
+            adaptation = adapt(template, candidate.values, self.index.detector.vocabulary)
+            check_context(self.ehr, adaptation, template, candidate.values)
+        except AdaptationError as exc:
+            return ReuseResult(status="abstained", reason=f"cannot adapt cell #{template.entry_id}: {exc}", **base)
+        namespace = base_namespace(self.ehr)
+        execution = Executor(self.ehr, timeout=self.timeout).run(adaptation.code, namespace)
+        if not execution.ok:
+            error = execution.error.describe() if execution.error else "unknown error"
+            return ReuseResult(status="abstained", code=adaptation.code,
+                               reason=f"the adapted cell #{template.entry_id} failed: {error}", **base)
+        empty = "the cell sets no `answer`" if not execution.has_answer else is_empty_answer(execution.answer)
+        if empty:
+            return ReuseResult(status="abstained", code=adaptation.code,
+                               reason=f"the adapted cell #{template.entry_id} found nothing ({empty})", **base)
+        mismatch = shape_mismatch(question, execution.answer)
+        if mismatch:
+            return ReuseResult(status="abstained", code=adaptation.code,
+                               reason=f"the adapted cell #{template.entry_id} {mismatch}", **base)
+        return ReuseResult(status="answered", answer=execution.answer, code=adaptation.code,
+                           substitutions=adaptation.substitutions,
+                           namespace={k: v for k, v in namespace.items() if not k.startswith("__")}, **base)
+
+
+# -- does the result have the shape the question asks for? -----------------------------------
+
+_ASKS_WHEN = re.compile(r"^\W*when\b|\bwhen (?:was|were|did|is|has|had|does|do|will)\b|"
+                        r"\b(?:what|which) (?:time|date|day)\b|\bdate and time\b|\bdate of\b|\b(?:time|date)s?\b", re.I)
+# Phrases with "time" that do not ask for a time.
+_NOT_ASKING_TIME = re.compile(r"\b(?:for )?the (?:\w+ )?(?:first|last|second|third|\w+est) time\b|"
+                              r"\b(?:first|last|second|one|each|every|any|some) time\b|\btimes\b|"
+                              r"\b(?:at|in) the same time\b|\bsame time\b", re.I)
+_TIME_WORDS = re.compile(r"\b(?:when|time|times|date|dates|day|days|birth|born|death|died|dob|dod|hour|moment)\b",
+                         re.I)
+_YES_NO = re.compile(r"^\W*(?:is|are|was|were|has|have|had|did|does|do)\b", re.I)
+_WHETHER = re.compile(r"\b(?:whether|if|is there|are there|was there|were there)\b", re.I)
+
+
+def shape_mismatch(question: str, answer: Any) -> str:
+    """Why the answer's shape does not fit the question ("" when it fits): "when"
+    questions need a time, yes/no questions a true/false, and the other way round."""
+    temporal, boolean = _kinds(answer)
+    asked = _NOT_ASKING_TIME.sub(" ", question)
+    if _ASKS_WHEN.search(asked) and not temporal:
+        return "returns no time, but the question asks when"
+    if temporal == "only" and not _TIME_WORDS.search(asked):
+        return "returns only times, but the question does not ask about a time"
+    yes_no = bool(_YES_NO.search(question))
+    if yes_no and not boolean:
+        return "returns no yes/no value, but the question asks yes or no"
+    if boolean and not yes_no and not _WHETHER.search(question):
+        return "returns yes/no, but the question does not ask yes or no"
+    return ""
+
+
+def _kinds(answer: Any) -> tuple[str, bool]:
+    """(``"only"``/``"some"``/``""`` for time columns, whether it is one true/false value)."""
+    import datetime as dt
+
+    if isinstance(answer, pl.LazyFrame):
+        answer = answer.collect()
+    if isinstance(answer, pl.Series):
+        answer = answer.to_frame()
+    if isinstance(answer, pl.DataFrame):
+        temporal = [dtype.is_temporal() for dtype in answer.dtypes]
+        kind = "only" if temporal and all(temporal) else "some" if any(temporal) else ""
+        boolean = answer.width == 1 and answer.height == 1 and answer.dtypes[0] == pl.Boolean
+        return kind, boolean
+    if isinstance(answer, (dt.datetime, dt.date)):
+        return "only", False
+    if isinstance(answer, bool):
+        return "", True
+    return "", False
