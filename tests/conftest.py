@@ -46,3 +46,35 @@ def mimic_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mimic") / "mimic-iv-demo.duckdb"
     mimic_iv.load([MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED], out, dataset="mimic-iv-demo")
     return out
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory, ehrsql_db: Path) -> Path:
+    """A private copy of the EHRSQL database, for tests that check the file stays unchanged."""
+    path = tmp_path_factory.mktemp("db-copy") / "copy.duckdb"
+    path.write_bytes(ehrsql_db.read_bytes())
+    return path
+
+
+@pytest.fixture()
+def agent_defaults() -> dict:
+    """Settings every agent made by ``make_agent`` starts from; a module may override it."""
+    return {"timeout": 5.0}
+
+
+@pytest.fixture()
+def make_agent(fake_llm, ehr, agent_defaults: dict):
+    """Build agents on the module's ``ehr`` that talk to the fake model server."""
+    from ehr_magic.agent import Agent, AgentSettings
+    from ehr_magic.llm import LLMClient, resolve_settings
+
+    clients = []
+
+    def make(**settings):
+        client = LLMClient(resolve_settings(), audit=False, backoff_base=0.01)
+        clients.append(client)
+        return Agent(ehr, client, settings=AgentSettings(**{**agent_defaults, **settings}))
+
+    yield make
+    for client in clients:
+        client.close()

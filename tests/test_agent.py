@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 import ehr_magic
-from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.llm import LLMAuthError, LLMClient, resolve_settings
+from ehr_magic.llm import LLMAuthError
 from fake_llm import FakeReply, messages_text
 
 DEBUGGER = "rubber-duck debugger"
@@ -36,20 +35,6 @@ def code_requests(server) -> list:
 def ehr(ehrsql_db: Path):
     with ehr_magic.connect(ehrsql_db) as handle:
         yield handle
-
-
-@pytest.fixture()
-def make_agent(fake_llm, ehr):
-    clients = []
-
-    def make(**settings: Any) -> Agent:
-        client = LLMClient(resolve_settings(), audit=False, backoff_base=0.01)
-        clients.append(client)
-        return Agent(ehr, client, settings=AgentSettings(**{"timeout": 5.0, **settings}))
-
-    yield make
-    for client in clients:
-        client.close()
 
 
 WRONG_CASE = ("answer = ehr.sql(\"\"\"SELECT l.valuenum FROM labevents l JOIN d_labitems d ON l.itemid = d.itemid\n"

@@ -47,13 +47,6 @@ def _code_requests(server) -> list:
     return [r for r in server.chat_requests() if DEBUGGER not in r.text]
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory, ehrsql_db: Path) -> Path:
-    path = tmp_path_factory.mktemp("agent-guard-db") / "copy.duckdb"
-    path.write_bytes(ehrsql_db.read_bytes())
-    return path
-
-
 @pytest.fixture()
 def ehr(db: Path):
     with ehr_magic.connect(db) as handle:
@@ -61,17 +54,8 @@ def ehr(db: Path):
 
 
 @pytest.fixture()
-def make_agent(fake_llm, ehr):
-    clients = []
-
-    def make(**settings: Any) -> Agent:
-        client = LLMClient(resolve_settings(), audit=False, backoff_base=0.01)
-        clients.append(client)
-        return Agent(ehr, client, settings=AgentSettings(**{"timeout": 2.0, "run_mode": "auto", **settings}))
-
-    yield make
-    for client in clients:
-        client.close()
+def agent_defaults() -> dict:
+    return {"timeout": 2.0, "run_mode": "auto"}
 
 
 def _script(fake_llm, first: str) -> None:

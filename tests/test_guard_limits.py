@@ -39,13 +39,6 @@ def _listing(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory, ehrsql_db: Path) -> Path:
-    path = tmp_path_factory.mktemp("limits-db") / "copy.duckdb"
-    path.write_bytes(ehrsql_db.read_bytes())
-    return path
-
-
 @pytest.fixture()
 def ehr(db: Path):
     with ehr_magic.connect(db) as handle:
