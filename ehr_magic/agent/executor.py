@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from ehr_magic.safety import limits
+from ehr_magic.safety import limits, runtime
 
 GENERATED = "<generated>"
 _MISSING = object()
@@ -69,13 +69,16 @@ def base_namespace(ehr: Any) -> dict[str, Any]:
     """What generated code can use without importing it."""
     import collections
     import json
-    import re
     import statistics
 
     from ehr_magic import skills
 
-    return {"ehr": ehr, "pl": pl, "dt": dt, "datetime": dt, "math": math, "re": re, "json": json,
-            "statistics": statistics, "collections": collections, "__name__": "__ehr__",
+    # `re`, `math`, `range`, `pow` and imports of `re`/`math` are the size-checked versions.
+    checked_builtins = runtime.namespace_builtins()
+    safe_import = checked_builtins["__import__"]
+    return {"ehr": ehr, "pl": pl, "dt": dt, "datetime": dt, "math": safe_import("math"), "re": safe_import("re"),
+            "json": json, "statistics": statistics, "collections": collections, "__name__": "__ehr__",
+            "__builtins__": checked_builtins, runtime.CHECKED: runtime.checked_operations(),
             **skills.namespace(ehr)}
 
 
@@ -96,9 +99,11 @@ class Executor:
         ns = base_namespace(self.ehr) if namespace is None else namespace
         ns.setdefault("ehr", self.ehr)
         ns.setdefault("pl", pl)
+        ns.setdefault(runtime.CHECKED, runtime.checked_operations())
+        ns.setdefault("__builtins__", runtime.namespace_builtins())
         started = time.perf_counter()
         try:
-            compiled = compile(_capture_last_expression(code), GENERATED, "exec")
+            compiled = compile(_prepare(code), GENERATED, "exec")
         except SyntaxError as exc:
             info = ErrorInfo("SyntaxError", exc.msg or "invalid syntax", exc.lineno, _line(code, exc.lineno))
             return Execution(ok=False, error=info, seconds=time.perf_counter() - started, namespace=ns)
@@ -170,19 +175,18 @@ class Executor:
             worker.join(0.2)
 
 
-def _capture_last_expression(code: str) -> str:
-    """Rewrite a trailing expression ``x`` into ``__last__ = x`` (line numbers unchanged)."""
+def _prepare(code: str) -> ast.Module | str:
+    """The code to compile: a trailing expression ``x`` becomes ``__last__ = x``, and sizes of
+    C-level arithmetic are checked at run time (``safety.runtime``); line numbers unchanged."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return code
+        return code  # compile() reports it with the right line
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
         assign = ast.Assign(targets=[ast.Name("__last__", ast.Store())], value=last.value)
         tree.body[-1] = ast.copy_location(assign, last)
-        ast.fix_missing_locations(tree)
-        return tree  # type: ignore[return-value]  # compile() accepts an AST
-    return code
+    return runtime.instrument(tree)
 
 
 def _capturing_print(buffer: io.StringIO):

@@ -18,10 +18,13 @@ time for SQL that the static check could not see (built from variables).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects import Dialect
@@ -219,17 +222,14 @@ def _check_read(text: str, strict: bool) -> list[SqlProblem]:
     except Exception:  # noqa: BLE001
         parsed = None
     if not parsed or any(p is None for p in parsed):
-        if strict:
-            return [SqlProblem("unparsable", _short(text), "the guard cannot parse this query; write a plain SELECT "
-                               "(DuckDB dialect) without unusual syntax")]
-        return []
+        # sqlglot lags DuckDB's grammar (e.g. `?::VARCHAR[]`): DuckDB's own parser decides.
+        return _duckdb_read_check(text) if strict else []
     problems = []
     for statement in parsed:
         if isinstance(statement, exp.Command) or not isinstance(
                 statement, (exp.Query, exp.Values, exp.Describe, exp.Show, exp.Pivot, exp.Summarize, exp.Subquery)):
             if strict:
-                problems.append(SqlProblem("unparsable", _short(text), "the guard cannot tell that this is a read "
-                                           f"query; {_ONLY_READS}"))
+                problems += [p for p in _duckdb_read_check(text) if p not in problems]
             continue
         if any(node.args.get("into") is not None for node in statement.find_all(exp.Select)):
             problems.append(SqlProblem("into", _short(text), f"SELECT ... INTO creates a table; {_ONLY_READS}"))
@@ -239,6 +239,53 @@ def _check_read(text: str, strict: bool) -> list[SqlProblem]:
                 problems.append(SqlProblem("file", _short(text), f"the query reads the file {str(name.this)!r}; "
                                            "query the tables of the connected database"))
     return problems
+
+
+def _duckdb_read_check(text: str) -> list[SqlProblem]:
+    """DuckDB's own parser as the second opinion: one SELECT that touches no file.
+
+    Only parses (``extract_statements``, ``json_serialize_sql`` on an empty in-memory
+    database with external access off); nothing of ``text`` is executed.
+    """
+    try:
+        statements = duckdb.extract_statements(text)
+    except duckdb.Error as exc:
+        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot parse it ({_first_line(exc)}); fix the syntax "
+                           "or write a plain SELECT")]
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        kinds = ", ".join(s.type.name for s in statements) or "nothing"
+        return [SqlProblem("statement", _short(text), f"DuckDB reads it as {kinds}; {_ONLY_READS}")]
+    with duckdb.connect(":memory:", config={"enable_external_access": False}) as con:
+        serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchone()[0]
+    tree = json.loads(serialized)
+    if tree.get("error"):
+        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot read it as a query ({tree.get('error_message', '')}"
+                           f"); {_ONLY_READS}")]
+    problems = []
+    for node in _json_nodes(tree):
+        function = str(node.get("function_name") or "").lower()
+        if function and (function in _FILE_FUNCTIONS or _FILE_FUNCTION_PATTERN.match(function)):
+            problems.append(SqlProblem("file", _short(text), f"the function {function}() reads files, other databases "
+                                       "or the environment; query the tables of the connected database"))
+        if node.get("type") == "BASE_TABLE" and _PATHLIKE.search(str(node.get("table_name", ""))):
+            problems.append(SqlProblem("file", _short(text), f"the query reads the file {node['table_name']!r}; query "
+                                       "the tables of the connected database"))
+    return problems
+
+
+def _json_nodes(value: object) -> Iterator[dict]:
+    if isinstance(value, dict):
+        yield value
+        for child in value.values():
+            yield from _json_nodes(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _json_nodes(child)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(exc).__name__
 
 
 def _outside_access(text: str, tokens: list[Token]) -> list[SqlProblem]:
