@@ -136,6 +136,7 @@ class PanelHandler:
         from ehr_magic.agent import AgentSettings
         from ehr_magic.agent.steps import preview
         from ehr_magic.magic import command
+        from ehr_magic.magic.magics import user_variables
         from ehr_magic.magic.session import HistoryItem
 
         question = p.text_param(request.params, "question")
@@ -150,7 +151,8 @@ class PanelHandler:
         if callable(original):  # report the few-shot examples as soon as the agent picks them
             assistant._examples = lambda: RecordingExamples(original(), stream.examples)
         try:
-            answer = assistant.ask(question, regenerate=regenerate, settings=settings, on_event=stream.on_event)
+            answer = assistant.ask(question, variables=user_variables(m.shell), regenerate=regenerate,
+                                   settings=settings, on_event=stream.on_event)
         except BaseException:
             session.history.append(HistoryItem(question, "error", "agent", time.perf_counter() - started))
             raise
@@ -166,7 +168,7 @@ class PanelHandler:
             token = command.new_token()
             model = result.model if result else ""
             session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answered else "")
-            code = command.with_marker(token, question, answer.code)
+            code = command.with_marker(token, answer.standalone_question, answer.code)
         return {
             "question": question, "status": answer.status, "source": answer.source, "message": answer.message,
             "answer": p.answer_preview(answer.answer) if answered else {"kind": "none"},
@@ -214,7 +216,7 @@ class PanelHandler:
         return {"text": text, "schema": schema, "entries": [entry_dict(e) for e in entries]}
 
     def _memory_get(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic.assistant import Answer
+        from ehr_magic.session import Answer
         from ehr_magic.magic import command
 
         entry_id = p.int_param(request.params, "id", low=1)

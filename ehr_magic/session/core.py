@@ -18,6 +18,7 @@ The model restates a follow-up as a standalone question; that is what memory sto
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -103,8 +104,9 @@ class Session:
         agent_settings = replace(settings or self.settings, execute=execute)
         level = self.privacy_level(agent_settings)
         present, missing = notebook.referenced(question, variables)
-        missing += [name for name in self._earlier_variables() if name not in variables and name not in missing
-                    and name in question.replace("`", " ").split()]
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", question))
+        missing += [name for name in dict.fromkeys(self._earlier_variables())
+                    if name not in variables and name not in missing and name in words]
         follow_up = bool(self.conversation.turns) and looks_like_follow_up(question)
         refusal = self._refusal(question, present, missing)
         if refusal is not None:
