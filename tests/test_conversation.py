@@ -9,13 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import polars as pl
-import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from ehr_magic.llm import AuditLog
 from ehr_magic.magic.command import read_marker
 from ehr_magic.memory import MemoryStore
+from test_magic import inserted, ip  # noqa: F401  (the real IPython shell fixture)
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
 WOMEN_CODE = "answer = ehr.sql(\"SELECT count(*) AS n FROM patients WHERE gender = 'f'\").item()"
@@ -28,22 +26,6 @@ AGE_CODE = "answer = ehr.sql('SELECT avg(age) AS age FROM admissions').item()"
 def reply(code: str, standalone: str | None = None) -> str:
     head = f"Standalone question: {standalone}\n" if standalone else ""
     return f"{head}Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
-
-
-@pytest.fixture()
-def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv("EHR_MAGIC_DB", str(ehrsql_db))
-    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    shell = InteractiveShell()
-    shell.history_manager.enabled = False
-    shell.run_line_magic("load_ext", "ehr_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "ehr_magic")
-    shell.clear_instance()
-
-
-def inserted(shell: InteractiveShell) -> str:
-    return getattr(shell, "rl_next_input", None) or ""
 
 
 def test_follow_up_request_carries_previous_question_and_code(ip, fake_llm, tmp_path, capsys) -> None:
