@@ -40,7 +40,8 @@ class PanelHandler:
             "hello": self._hello, "status": self._status, "ask": self._ask,
             "memory.search": self._memory_search, "memory.get": self._memory_get,
             "memory.delete": self._memory_delete, "accept": self._accept, "reject": self._reject,
-            "pending": self._pending,
+            "pending": self._pending, "conversation": self._conversation,
+            "conversation.new": self._new_conversation,
         }
         assert set(self._routes) == set(p.REQUEST_TYPES)
 
@@ -182,7 +183,18 @@ class PanelHandler:
             "prompt_tokens": result.prompt_tokens if result else 0,
             "completion_tokens": result.completion_tokens if result else 0,
             "seconds": round(answer.seconds, 3),
+            "standalone_question": answer.standalone_question,
+            "conversation": p.conversation(assistant.conversation.turns)["turns"],
         }
+
+    def _conversation(self, request: p.Request) -> dict[str, Any]:
+        session = self._ready()
+        return p.conversation(session.assistant.conversation.turns)
+
+    def _new_conversation(self, request: p.Request) -> dict[str, Any]:
+        session = self._ready()
+        session.assistant.new_conversation()
+        return p.conversation([])
 
     def _examples(self, ids: list[str]) -> list[dict[str, Any]]:
         """``memory:12`` / ``seed:schema:3`` ids -> {id, question, origin}."""
