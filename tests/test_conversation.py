@@ -144,3 +144,10 @@ def test_chat_reads_a_conversation_from_a_pipe(fake_llm, ehrsql_db, tmp_path) ->
     follow_up = fake_llm.chat_requests()[-1].last_user_message
     assert "How many patients are there?" in follow_up
     assert [e.question for e in MemoryStore(tmp_path / "memory.sqlite").list()] == [WOMEN]
+
+
+def test_a_stale_answer_in_the_kernel_does_not_pass_for_the_new_code(ip, fake_llm) -> None:
+    ip.run_cell("answer = 123")
+    fake_llm.enqueue(reply("x = 1"), "Set `answer`.", reply("answer = 7"))
+    ip.run_cell_magic("ehr", "", "What is seven?")
+    assert ip.user_ns["answer"] == 7 and len(fake_llm.chat_requests()) == 3

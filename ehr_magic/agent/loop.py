@@ -113,7 +113,9 @@ class Agent:
                 break
             emit(kind="phase", phase="run", detail=f"step {index}/{s.max_steps}")
             namespace = base_namespace(self.ehr)
-            shared = dict(conversation_context.namespace) if conversation_context is not None else {}
+            # the notebook's variables, but never its `answer`: a stale one would pass for this code's result
+            shared = {k: v for k, v in (conversation_context.namespace if conversation_context else {}).items()
+                      if k != "answer"}
             for name, value in shared.items():  # the notebook's variables, as in the kernel
                 namespace.setdefault(name, value)
             report = check_code(step.code)
