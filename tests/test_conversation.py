@@ -99,6 +99,7 @@ def test_huge_and_unknown_variables(ip, fake_llm, capsys) -> None:
     ip.run_cell_magic("ehr", "", "How many rows has huge?")
     sent = fake_llm.chat_requests()[-1].text
     assert "`huge`: polars LazyFrame (rows not counted; not collected)" in sent
+    assert "`huge` is a LazyFrame: the model sees its columns only" in capsys.readouterr().out
     ip.run_cell_magic("ehr", "", "What is in gadget?")
     out = capsys.readouterr().out
     assert "a type ehr-magic does not describe" in out and "Traceback" not in out

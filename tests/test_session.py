@@ -81,6 +81,9 @@ def test_lazy_and_unknown_variables_are_described_without_materialising() -> Non
     lazy = pl.LazyFrame({"a": [1]}).map_batches(lambda _: (_ for _ in ()).throw(AssertionError("collected")))
     text = notebook.describe("big", lazy, "full").text
     assert "LazyFrame" in text and "not collected" in text
+    many = pl.DataFrame({"i": range(notebook.HUGE_ROWS + 1)})
+    huge = notebook.describe("many", many, "full")
+    assert "huge" in huge.note and "ranges" not in huge.text and "first rows" not in huge.text
     unknown = notebook.describe("thing", Boom(), "full")
     assert not unknown.known and "does not describe" in unknown.text
 

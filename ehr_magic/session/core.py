@@ -143,7 +143,7 @@ class Session:
         answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
                         "agent", None, result, result.namespace, standalone=standalone,
                         variables=[d.name for d in described],
-                        notes=[d.text for d in described if not d.known])
+                        notes=[d.note for d in described if d.note])
         if self.store_auto and result.status == "answered" and self.memory is not None:
             answer.entry_id = self.memory.add(standalone, result.code, knowledge=result.knowledge, origin="auto",
                                               schema=self.ehr.schema, dataset=self.ehr.dataset,

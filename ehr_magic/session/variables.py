@@ -36,6 +36,7 @@ class Described:
     name: str
     text: str
     known: bool = True  # False: an unknown type, offered by name and type only
+    note: str = ""  # a sentence for the analyst when the description is partial (huge, lazy, unknown)
 
 
 def referenced(question: str, variables: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -58,9 +59,13 @@ def describe(name: str, value: Any, level: str) -> Described:
     if kind == "lazy":
         schema = value.collect_schema()
         return Described(name, f"`{name}`: polars LazyFrame (rows not counted; not collected), "
-                               f"columns {_columns(schema.items())}")
+                               f"columns {_columns(schema.items())}",
+                         note=f"`{name}` is a LazyFrame: the model sees its columns only; it was not collected.")
     if kind == "polars":
-        return Described(name, _polars(name, value, level))
+        rows = value.len() if isinstance(value, pl.Series) else value.height
+        note = f"`{name}` is huge ({rows:,} rows): the model sees its shape and columns only." \
+            if rows > HUGE_ROWS else ""
+        return Described(name, _polars(name, value, level), note=note)
     if kind == "pandas":
         return Described(name, _pandas(name, value, level))
     if kind == "arrow":
@@ -72,8 +77,9 @@ def describe(name: str, value: Any, level: str) -> Described:
     if kind == "scalar":
         shown = f" = {value!r}" if level != "schema" and len(repr(value)) <= 80 else ""
         return Described(name, f"`{name}`: {type(value).__name__}{shown}")
-    return Described(name, f"`{name}`: a {type(value).__module__}.{type(value).__qualname__} (a type ehr-magic "
-                           "does not describe; only its name and type are offered)", known=False)
+    text = (f"`{name}`: a {type(value).__module__}.{type(value).__qualname__} (a type ehr-magic "
+            "does not describe; only its name and type are offered)")
+    return Described(name, text, known=False, note=text)
 
 
 def _kind(value: Any) -> str:
@@ -104,7 +110,7 @@ def _polars(name: str, value: pl.DataFrame | pl.Series, level: str) -> str:
     kind = "polars Series" if isinstance(value, pl.Series) else "polars DataFrame"
     text = f"`{name}`: {kind}, {frame.height:,} rows x {frame.width} columns, columns {_columns(frame.schema.items())}"
     if frame.height > HUGE_ROWS:
-        return text + f" (huge: described from its shape and columns only)"
+        return text + " (huge: described from its shape and columns only)"
     if level in ("aggregates", "full") and frame.height:
         ranges = []
         for column, dtype in list(frame.schema.items())[:MAX_COLUMNS]:
