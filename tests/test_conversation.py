@@ -152,3 +152,13 @@ def test_a_stale_answer_in_the_kernel_does_not_pass_for_the_new_code(ip, fake_ll
     fake_llm.enqueue(reply("x = 1"), "Set `answer`.", reply("answer = 7"))
     ip.run_cell_magic("ehr", "", "What is seven?")
     assert ip.user_ns["answer"] == 7 and len(fake_llm.chat_requests()) == 3
+
+
+def test_an_accepted_cell_using_a_notebook_variable_is_reused_with_it(ip, fake_llm) -> None:
+    ip.run_cell("import polars as pl\ncohort = pl.DataFrame({'subject_id': [10004235, 10001217]})")
+    fake_llm.enqueue(reply("answer = cohort.height"))
+    ip.run_cell_magic("ehr", "", "How many patients are in cohort?")
+    assert ip.run_cell(inserted(ip)).success and ip.user_ns["answer"] == 2
+    ip.run_cell("cohort = pl.DataFrame({'subject_id': [1, 2, 3]})")
+    ip.run_cell_magic("ehr", "", "How many patients are in cohort?")
+    assert ip.user_ns["answer"] == 3 and len(fake_llm.chat_requests()) == 1  # reused, on today's `cohort`

@@ -114,7 +114,7 @@ class Session:
             return refusal
         declined = None  # why reuse with substitution did not answer
         if self.mode != "agent" and not regenerate and self.memory is not None and not follow_up:
-            reused = self._reuse(question)
+            reused = self._reuse(question, variables)
             if reused is None and execute:
                 reused, declined = self._adapt(question)
             if reused is not None:
@@ -196,18 +196,22 @@ class Session:
                 return entry
         return None
 
-    def _reuse(self, question: str) -> Answer | None:
+    def _reuse(self, question: str, variables: Mapping[str, Any] | None = None) -> Answer | None:
         entry = self.accepted_entry(question)
         if entry is None:
             return None
         namespace = base_namespace(self.ehr)
+        shared = {k: v for k, v in (variables or {}).items() if k != "answer"}  # a cell may use notebook variables
+        for name, value in shared.items():
+            namespace.setdefault(name, value)
         execution = Executor(self.ehr, timeout=self.settings.timeout).run(entry.code, namespace)
         if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
             return None  # the stored code no longer works here: generate anew
         self.memory.mark_used([entry.id])
         return Answer(question, "answered", execution.answer, entry.code, entry.knowledge,
                       f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
-                      namespace={k: v for k, v in namespace.items() if not k.startswith("__")})
+                      namespace={k: v for k, v in namespace.items()
+                                 if not k.startswith("__") and not (k in shared and shared[k] is v)})
 
     def reuser(self):
         """The reuse engine over this session's memory (built on first use)."""
