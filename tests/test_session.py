@@ -100,3 +100,26 @@ def test_conversation_context_names_the_variables_it_describes() -> None:
                                variables=("`cohort`: polars DataFrame",), variable_names=("cohort",)).render()
     assert "Notebook variables described to the model: cohort" in text
     assert "Turn 1: q1" in text and "Standalone question:" in text
+
+
+def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, ehrsql_db, tmp_path) -> None:
+    from ehr_magic.data import connect
+    from ehr_magic.memory import MemoryStore
+    from ehr_magic.session import Session
+
+    queries: list[str] = []
+
+    class Recording:
+        def examples(self, question: str, schema: str, k: int) -> list:
+            queries.append(question)
+            return []
+
+    with connect(ehrsql_db) as ehr:
+        session = Session(ehr, memory=MemoryStore(tmp_path / "memory.sqlite"))
+        session._examples = Recording  # the few-shot source the agent gets
+        fake_llm.enqueue("```python\nanswer = 2\n```",
+                         "Standalone question: How many emergency admissions were there?\n```python\nanswer = 3\n```")
+        session.ask("How many admissions were there?")
+        answer = session.ask("now only the emergency ones")
+    assert answer.standalone_question == "How many emergency admissions were there?"
+    assert queries == ["How many admissions were there?", "How many admissions were there? now only the emergency ones"]

@@ -137,7 +137,10 @@ class Session:
             turns=self.conversation.summaries() if self.keep_conversation else (),
             variables=tuple(d.text for d in described), variable_names=tuple(d.name for d in described),
             namespace=variables, budget_tokens=self.history_tokens)
-        agent = Agent(self.ehr, llm, examples=self._examples(), settings=agent_settings)
+        examples = self._examples()
+        if follow_up and examples is not None:  # "now only the women" retrieves like the question it follows
+            examples = _AlongWith(examples, self.conversation.turns[-1].standalone)
+        agent = Agent(self.ehr, llm, examples=examples, settings=agent_settings)
         result = agent.run(question, on_event=on_event, conversation_context=context)
         standalone = result.standalone_question if not context.empty and result.standalone_question else question
         answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
@@ -282,3 +285,13 @@ class Session:
         from ehr_magic.memory.examples import MemoryExamples
 
         return MemoryExamples(self.memory)
+
+
+class _AlongWith:
+    """Few-shot retrieval for a follow-up: the earlier standalone question joins the query."""
+
+    def __init__(self, inner: Any, earlier: str) -> None:
+        self.inner, self.earlier = inner, earlier
+
+    def examples(self, question: str, schema: str, k: int) -> list:
+        return self.inner.examples(f"{self.earlier} {question}", schema, k)
