@@ -581,3 +581,26 @@ def test_real_kernel_comm(ehrsql_db: Path, fake_llm, monkeypatch, tmp_path) -> N
     finally:
         client.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_thread_follow_up_and_new_conversation(ip, panel, fake_llm) -> None:
+    assert "conversation" in panel.comm.sent[0]["types"] and "conversation.new" in panel.comm.sent[0]["types"]
+    assert panel.result("conversation") == {"turns": []}
+    fake_llm.enqueue(fenced(COUNT_CODE), "Standalone question: How many female patients are there?\n"
+                     + fenced("answer = ehr.sql(\"SELECT count(*) FROM patients WHERE gender = 'f'\").item()"))
+    panel.call("ask", question="How many patients are there?")
+    _, reply = panel.call("ask", question="now only the women")
+    result = reply["result"]
+    assert result["standalone_question"] == "How many female patients are there?"
+    assert read_marker(result["code"])[1] == "How many female patients are there?"
+    assert "How many patients are there?" in fake_llm.chat_requests()[-1].last_user_message
+    turns = result["conversation"]
+    assert [t["question"] for t in turns] == ["How many patients are there?", "now only the women"]
+    assert turns[1]["standalone"] == "How many female patients are there?" and turns[1]["status"] == "answered"
+    assert panel.result("conversation")["turns"] == turns
+    assert panel.result("conversation.new") == {"turns": []}
+    assert panel.result("conversation") == {"turns": []}
+    # After a new conversation a follow-up has nothing to refer to: one sentence, no model call.
+    _, reply = panel.call("ask", question="now only the men")
+    assert reply["result"]["status"] == "clarify" and "no earlier question" in reply["result"]["message"]
+    assert len(fake_llm.chat_requests()) == 2

@@ -197,3 +197,27 @@ def test_full_level_does_send_values_and_the_audit_check_flags_them(fake_llm, ca
         checks = IdentifierScanner(ehr).scan_all(request_text(e.request) for e in audit.entries())
     flagged = [c for c in checks if not c.clean]
     assert flagged and any(c.ids for c in flagged) and any(c.dates for c in flagged)
+
+
+def test_kernel_variables_and_earlier_turns_leak_no_marker_at_schema(fake_llm, canary_db: Path) -> None:
+    """Notebook context: a user frame full of markers, named by the question, and an
+    earlier turn whose answer held markers; at ``schema`` no request carries a marker,
+    while the frame's name and columns do reach the model."""
+    from ehr_magic.session import Session
+
+    first = "answer = ehr.sql('SELECT subject_id, gender FROM patients ORDER BY subject_id')"
+    second = ["print(cohort)\nanswer = cohort['nope']", "answer = cohort.height"]
+    replies = iter([first, *second])
+    fake_llm.responder = lambda request: FIX if DEBUGGER in messages_text(request) else \
+        f"Standalone question: How many patients are in the cohort?\n```python\n{next(replies)}\n```"
+    client = LLMClient(resolve_settings(), audit=False, backoff_base=0.01)
+    with ehr_magic.connect(canary_db) as ehr, client:
+        cohort = ehr.sql("SELECT subject_id, dob, admission_type AS note FROM patients "
+                         "JOIN admissions USING (subject_id)")
+        session = Session(ehr, llm=client, settings=AgentSettings(timeout=10.0, privacy="schema"))
+        assert session.ask("Which patients are there, with their gender?").status == "answered"
+        answer = session.ask("How many are in cohort?", variables={"cohort": cohort})
+    assert answer.status == "answered" and answer.answer == N and answer.variables == ["cohort"]
+    sent = _sent(fake_llm)
+    assert _leaks(sent) == {}
+    assert "cohort" in sent[-1] and "subject_id" in sent[-1] and "note" in sent[-1]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ehr_magic.agent import context, prompts
+from ehr_magic.agent.conversation import ConversationContext
 from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer
 from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
 from ehr_magic.agent.hints import value_hints
@@ -61,7 +62,10 @@ class Agent:
         level = self.settings.privacy
         self.privacy = privacy.check_level(level) if level else privacy.default_level(ehr)
 
-    def run(self, question: str, *, on_event: Callable[[Event], None] | None = None) -> AgentResult:
+    def run(self, question: str, *, on_event: Callable[[Event], None] | None = None,
+            conversation_context: ConversationContext | None = None) -> AgentResult:
+        """Answer ``question``; ``context`` (earlier turns, notebook variables) is
+        rendered into its user message and its variables join the code's namespace."""
         started = time.perf_counter()
         emit = (lambda **kw: on_event(Event(elapsed=time.perf_counter() - started, **kw))) if on_event else (lambda **kw: None)
         s = self.settings
@@ -73,18 +77,24 @@ class Agent:
         if s.knowledge == "separate":
             emit(kind="phase", phase="knowledge")
             result.knowledge = self._call(result, "knowledge", [system, _user(prompts.render("knowledge", question=question))]).text.strip()
-        messages = [system, _user(context.question_message(question, shots, result.knowledge,
-                                                           _skills_for(question, self.ehr.schema)))]
+        question_text = context.question_message(question, shots, result.knowledge, _skills_for(question, self.ehr.schema))
+        # -- conversation hook (ehr_magic.agent.conversation): earlier turns and notebook variables
+        conversation = conversation_context if conversation_context and not conversation_context.empty else None
+        if conversation is not None:
+            question_text = conversation.render() + "\n" + question_text
+        messages = [system, _user(question_text)]
         reminded, previous_code = False, None
         for index in range(1, s.max_steps + 1):
             emit(kind="phase", phase="code", detail=f"step {index}/{s.max_steps}")
             text = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t)).text
             reply = parse_reply(text)
+            result.standalone_question = reply.standalone or result.standalone_question
             if reply.kind == "none" and not reminded:  # one reminder, then a clear failure
                 reminded = True
                 messages += [{"role": "assistant", "content": text}, _user(prompts.render("reminder"))]
                 text = self._call(result, "reminder", messages).text
                 reply = parse_reply(text)
+                result.standalone_question = reply.standalone or result.standalone_question
             if reply.kind in ("clarify", "abstain"):
                 result.status = "clarify" if reply.kind == "clarify" else "abstained"
                 result.message = reply.message
@@ -103,6 +113,11 @@ class Agent:
                 break
             emit(kind="phase", phase="run", detail=f"step {index}/{s.max_steps}")
             namespace = base_namespace(self.ehr)
+            # the notebook's variables, but never its `answer`: a stale one would pass for this code's result
+            shared = {k: v for k, v in (conversation_context.namespace if conversation_context else {}).items()
+                      if k != "answer"}
+            for name, value in shared.items():  # the notebook's variables, as in the kernel
+                namespace.setdefault(name, value)
             report = check_code(step.code)
             if report.allowed or report.syntax_error:  # code that does not parse cannot run: the executor says why
                 execution = self.executor.run(step.code, namespace)
@@ -118,7 +133,8 @@ class Agent:
                     step.soft_failure = ""
                     result.status, result.answer, result.code = "answered", execution.answer, step.code
                     result.knowledge = step.knowledge
-                    result.namespace = {k: v for k, v in namespace.items() if not k.startswith("__")}
+                    result.namespace = {k: v for k, v in namespace.items()
+                                        if not k.startswith("__") and not (k in shared and shared[k] is v)}
                     result.steps.append(step)
                     emit(kind="step", step=step)
                     break

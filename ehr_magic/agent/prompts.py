@@ -13,7 +13,8 @@ from importlib import resources
 from string import Template
 
 PROMPT_VERSION = 2  # 2: retrieved clinical skills in the question message
-NAMES = ("system", "knowledge", "question", "example", "feedback", "debugger_system", "debugger", "reminder")
+NAMES = ("system", "knowledge", "question", "example", "feedback", "debugger_system", "debugger", "reminder",
+         "conversation")  # conversation: earlier turns and notebook variables (ehr_magic.agent.conversation)
 
 
 class PromptError(KeyError):

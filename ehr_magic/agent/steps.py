@@ -80,6 +80,7 @@ class AgentResult:
     model_seconds: float = 0.0
     own_seconds: float = 0.0
     namespace: dict[str, Any] = field(default_factory=dict, repr=False)
+    standalone_question: str = ""  # stated by the model for a follow-up ("" when it stated none)
 
     @property
     def prompt_tokens(self) -> int:
@@ -101,6 +102,7 @@ class AgentResult:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 4), "model_seconds": round(self.model_seconds, 4),
             "own_seconds": round(self.own_seconds, 4), "model": self.model, "examples": self.examples,
+            "standalone_question": self.standalone_question,
         }
 
 

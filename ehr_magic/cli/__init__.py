@@ -15,7 +15,7 @@ from ehr_magic import __version__
 from ehr_magic.errors import EhrMagicError
 
 # Subcommand modules, in the order `ehr-magic --help` lists them.
-SUBCOMMANDS = ["demo", "data", "ask", "eval", "memory", "audit"]
+SUBCOMMANDS = ["demo", "data", "ask", "chat", "eval", "memory", "audit"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,56 +1,92 @@
-"""``ehr-magic ask``: one question through the agent, from the shell."""
+"""``ehr-magic ask``: one question from the shell, through the same ``Session`` as the magic
+(accepted cells reused, memory reuse, then the agent)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import Any
 
-from ehr_magic.agent import Agent, AgentSettings, Event
-from ehr_magic.agent.steps import preview
-from ehr_magic.data import connect
+from ehr_magic.agent import AgentSettings, Event
+from ehr_magic.agent.steps import preview, to_json_value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("ask", help="answer one question with generated code",
-                            description="Answer one question about a database with generated, executed code.")
+                            description="Answer one question about a database: from memory when an accepted cell "
+                                        "answers it, else with generated, executed code.")
     parser.add_argument("question", help="the question, in quotes")
+    add_session_arguments(parser)
+    parser.add_argument("--accept", action="store_true",
+                        help="store the answer's code in memory as accepted (as running an inserted cell does)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
+    parser.set_defaults(func=run)
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``ask`` and ``chat`` share: database, model, memory and agent settings."""
     parser.add_argument("--db", required=True, help="database file (.duckdb) built with `ehr-magic data`")
     parser.add_argument("--model", help="model name (default: config file or EHR_MAGIC_MODEL)")
+    parser.add_argument("--memory", help="memory file (default: EHR_MAGIC_MEMORY or the user data dir, as the magic)")
+    parser.add_argument("--regenerate", action="store_true", help="ignore memory and ask the model anew")
     parser.add_argument("--max-steps", type=int, default=10, help="most code attempts (default 10)")
     parser.add_argument("--shots", type=int, default=4, help="few-shot examples (default 4)")
     parser.add_argument("--knowledge", choices=["separate", "inline", "off"], default="inline",
                         help="knowledge integration mode (default inline)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per code run (default 60)")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
-    parser.set_defaults(func=run)
+    parser.add_argument("--privacy", choices=["schema", "aggregates", "full"],
+                        help="what the model may see of the data (default: by dataset)")
+
+
+def open_session(args: argparse.Namespace, ehr: Any):
+    """A ``Session`` on ``ehr`` with the memory store the magic uses."""
+    from ehr_magic.memory import MemoryStore
+    from ehr_magic.session import Session
+
+    settings = AgentSettings(max_steps=args.max_steps, shots=args.shots, knowledge=args.knowledge,
+                             timeout=args.timeout, privacy=args.privacy)
+    return Session(ehr, memory=MemoryStore(args.memory or None),
+                   llm_overrides={"model": args.model} if args.model else {}, settings=settings)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ehr_magic.llm import LLMClient, resolve_settings
+    from ehr_magic.data import connect
 
-    settings = resolve_settings(**({"model": args.model} if args.model else {}))
-    with connect(args.db) as ehr, LLMClient(settings) as llm:
-        agent = Agent(ehr, llm, examples=_examples(), settings=AgentSettings(
-            max_steps=args.max_steps, shots=args.shots, knowledge=args.knowledge, timeout=args.timeout))
-        result = agent.run(args.question, on_event=None if args.json else _progress)
+    with connect(args.db) as ehr:
+        session = open_session(args, ehr)
+        try:
+            answer = session.ask(args.question, regenerate=args.regenerate, on_event=None if args.json else progress)
+            if args.accept and answer.status == "answered":
+                accept(session, answer)
+        finally:
+            session.close()
     if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        print(json.dumps(answer_dict(answer), ensure_ascii=False))
     else:
-        _print_result(result)
-    return 0 if result.status == "answered" else 1
+        print_answer(answer)
+    return 0 if answer.status == "answered" else 1
 
 
-def _examples():
-    """Memory when it is available, else the packaged seeds."""
-    try:
-        from ehr_magic.memory.examples import MemoryExamples
-    except ImportError:
-        return None
-    return MemoryExamples()
+def accept(session: Any, answer: Any) -> int | None:
+    """Store an answer as accepted, under the question its code answers on its own."""
+    return session.accept(answer.standalone_question, answer.code, knowledge=answer.knowledge,
+                          answer_preview=preview(answer.answer, 500), model=answer.result.model if answer.result else None)
 
 
-def _progress(event: Event) -> None:
+def answer_dict(answer: Any) -> dict[str, Any]:
+    """The JSON form of an ``Answer`` (the agent's step details when the agent answered)."""
+    out = answer.result.to_dict() if answer.result is not None else {"steps": [], "llm_calls": 0, "prompt_tokens": 0,
+                                                                     "completion_tokens": 0, "model": ""}
+    out.update({"question": answer.question, "standalone_question": answer.standalone_question,
+                "status": answer.status, "answer": to_json_value(answer.answer), "code": answer.code,
+                "knowledge": answer.knowledge, "message": answer.message, "source": answer.source,
+                "entry_id": answer.entry_id, "seconds": round(answer.seconds, 4),
+                "substitutions": [list(pair) for pair in answer.substitutions], "variables": answer.variables})
+    return out
+
+
+def progress(event: Event) -> None:
     if event.kind == "phase":
         print(f"[{event.elapsed:6.1f}s] {event.phase} {event.detail}", file=sys.stderr)
     elif event.kind == "step" and event.step and not event.step.succeeded:
@@ -58,13 +94,17 @@ def _progress(event: Event) -> None:
         print(f"          step {event.step.index} failed: {reason.splitlines()[0]}", file=sys.stderr)
 
 
-def _print_result(result) -> None:
-    print(f"status: {result.status}")
-    if result.code:
-        print("code:\n" + "\n".join("    " + line for line in result.code.splitlines()))
-    if result.status == "answered":
-        print("answer:\n" + preview(result.answer))
-    elif result.message:
-        print(result.message)
-    print(f"({len(result.steps)} steps, {len(result.llm_calls)} model calls, "
-          f"{result.prompt_tokens}+{result.completion_tokens} tokens, {result.seconds:.1f} s)")
+def print_answer(answer: Any) -> None:
+    print(f"status: {answer.status} ({'from memory' if answer.source == 'memory' else answer.source})")
+    if answer.standalone_question != answer.question:
+        print(f"meaning: {answer.standalone_question}")
+    if answer.code:
+        print("code:\n" + "\n".join("    " + line for line in answer.code.splitlines()))
+    if answer.status == "answered":
+        print("answer:\n" + preview(answer.answer))
+    if answer.message:
+        print(answer.message)
+    result = answer.result
+    if result is not None:
+        print(f"({len(result.steps)} steps, {len(result.llm_calls)} model calls, "
+              f"{result.prompt_tokens}+{result.completion_tokens} tokens, {answer.seconds:.1f} s)")

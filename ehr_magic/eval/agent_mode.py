@@ -1,9 +1,13 @@
-"""``--mode agent``: every question through the full agent, with any configured model.
+"""``--mode agent`` and ``--mode memory``: benchmark questions through a ``Session``, the
+same answering path as the magic, with the session's mode set to ``agent`` (every
+question to the model) or ``memory`` (reuse only, never a model call).
 
-Few-shot examples come from a memory store of the run: the ``--memory-from`` split's
-questions with their gold code (in our DuckDB form) when given, plus the packaged
-seeds; with ``--grow-memory`` each correctly answered question joins it (EHRAgent's
-online protocol).
+Agent mode: few-shot examples come from a memory store of the run, the
+``--memory-from`` split's questions with their gold code (in our DuckDB form) when
+given, plus the packaged seeds; with ``--grow-memory`` each correctly answered question
+joins it (EHRAgent's online protocol). Memory mode: the store and reuse engine of
+``ehr_magic.reuse.answerer.MemoryAnswerer``, answered through the session. Questions
+are independent (no conversation), so answerers are safe with several workers.
 """
 
 from __future__ import annotations
@@ -11,39 +15,70 @@ from __future__ import annotations
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
-from ehr_magic.agent import Agent, AgentSettings
+from ehr_magic.agent import AgentSettings
 from ehr_magic.eval.answerers import EvalContext, Outcome
-from ehr_magic.llm import LLMClient, resolve_settings
 from ehr_magic.memory import MemoryStore
-from ehr_magic.memory.examples import MemoryExamples
+from ehr_magic.session import Session
+
+
+def outcome(answer: Any) -> Outcome:
+    """A session's ``Answer`` as the evaluation's ``Outcome``."""
+    result = answer.result
+    status = answer.status if answer.status in ("answered", "clarify", "failed") else "abstained"
+    return Outcome(status, answer=answer.answer, code=answer.code,
+                   llm_calls=len(result.llm_calls) if result else 0,
+                   prompt_tokens=result.prompt_tokens if result else 0,
+                   completion_tokens=result.completion_tokens if result else 0,
+                   seconds=result.seconds if result else answer.seconds,
+                   error=answer.message if status == "failed" else "",
+                   note=answer.message if status in ("clarify", "abstained") or answer.source == "memory" else "")
 
 
 class AgentAnswerer:
     def __init__(self, context: EvalContext) -> None:
+        from ehr_magic.llm import LLMClient, resolve_settings
+
         self.ehr = context.ehr
         options = context.options
         self.llm = LLMClient(resolve_settings(model=options.get("model")))
         folder = context.work_dir or Path(tempfile.mkdtemp(prefix="ehr-magic-eval-"))
         self.store = MemoryStore(Path(folder) / "eval-memory.sqlite")
-        examples = context.memory_examples()
-        for example in examples:
+        for example in context.memory_examples():
             self.store.add(example.question, example.code, origin="imported", schema=self.ehr.schema,
                            dataset=self.ehr.dataset)
-        self.settings = AgentSettings(max_steps=int(options.get("max_steps", 10)), shots=int(options.get("shots", 4)),
-                                      knowledge=options.get("knowledge", "inline"), stream=False)
+        settings = AgentSettings(max_steps=int(options.get("max_steps", 10)), shots=int(options.get("shots", 4)),
+                                 knowledge=options.get("knowledge", "inline"), stream=False)
+        self.session = Session(self.ehr, memory=self.store, llm=self.llm, settings=settings, mode="agent",
+                               keep_conversation=False)
         self._lock = threading.Lock()
 
     def answer(self, question: str, qid: str) -> Outcome:
-        agent = Agent(self.ehr, self.llm, examples=MemoryExamples(self.store), settings=self.settings)
-        result = agent.run(question)
-        status = result.status if result.status in ("answered", "clarify", "failed") else "abstained"
-        error = result.message if result.status == "failed" else ""
-        note = result.message if result.status in ("clarify", "abstained") else ""
-        return Outcome(status, answer=result.answer, code=result.code, llm_calls=len(result.llm_calls),
-                       prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                       seconds=result.seconds, error=error, note=note)
+        return outcome(self.session.ask(question))
 
     def learn(self, question: str, code: str, qid: str) -> None:
         with self._lock:
             self.store.add(question, code, origin="accepted", schema=self.ehr.schema, dataset=self.ehr.dataset)
+
+
+class MemoryModeAnswerer:
+    """``--mode memory`` through a ``Session`` in memory mode (no model)."""
+
+    def __init__(self, context: EvalContext) -> None:
+        from ehr_magic.reuse.answerer import MemoryAnswerer
+
+        self._memory = MemoryAnswerer(context)  # fills the run's store and builds its reuse engine
+        self.session = Session(context.ehr, memory=self._memory.store, reuser=self._memory.reuser, mode="memory",
+                               keep_conversation=False)
+
+    def answer(self, question: str, qid: str) -> Outcome:
+        answer = self.session.ask(question)
+        if answer.status == "answered":
+            return Outcome("answered", answer=answer.answer, code=answer.code, seconds=answer.seconds,
+                           note=answer.message)
+        return Outcome("abstained", code=answer.code, seconds=answer.seconds,
+                       note=answer.message.removeprefix("Memory reuse declined: ").removesuffix("."))
+
+    def learn(self, question: str, code: str, qid: str) -> None:
+        self._memory.learn(question, code, qid)

@@ -174,8 +174,9 @@ class OracleAnswerer:
 # mode -> factory, or "package.module:callable" imported on first use.
 ANSWERERS: dict[str, AnswererFactory | str] = {
     "oracle": OracleAnswerer,
+    # agent and memory are settings of one Session (ehr_magic.session), the magic's answering path
     "agent": "ehr_magic.eval.agent_mode:AgentAnswerer",
-    "memory": "ehr_magic.reuse.answerer:MemoryAnswerer",
+    "memory": "ehr_magic.eval.agent_mode:MemoryModeAnswerer",
 }
 
 

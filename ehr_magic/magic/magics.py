@@ -26,14 +26,17 @@ from ehr_magic.magic.session import EhrSession, HistoryItem
 
 HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline|off] [--as NAME]
       [--no-run] [--regenerate] [--quiet]
-  <question>              answer the question with code inserted as a new cell below
+  <question>              answer the question with code inserted as a new cell below; a follow-up
+                          ("now only the emergency ones") reads against the earlier questions, and
+                          notebook variables the question names (`cohort`) are described to the model
 
 %ehr connect PATH|demo|synthetic [--patients N]   connect `ehr` to a database
 %ehr status                                       database, clock, model, memory
 %ehr config [KEY [VALUE]] [--save]                show or set model, base_url, steps, shots, knowledge,
                                                   timeout, memory; --save writes model/base_url to config.toml
 %ehr memory list|search TEXT|show ID|delete ID    the accepted cells of this dataset
-%ehr history                                      this session's questions
+%ehr history                                      the current conversation (questions, answers, variables)
+%ehr new                                          start a new conversation (follow-ups stop referring back)
 %ehr skill list|show NAME|delete NAME             clinical skills (built-in and your own)
 %ehr skill save NAME [PARAM=LITERAL ...]          the last accepted cell as a reusable function whose
                                                   parameters replace the given literals
@@ -97,8 +100,9 @@ class EhrMagics(Magics, Configurable):
         progress = _Progress(enabled=self.show_progress and not cmd.quiet)
         started = time.perf_counter()
         try:
-            answer = session.assistant.ask(cmd.question, regenerate=cmd.regenerate, execute=not cmd.no_run,
-                                           model=cmd.model, settings=settings, on_event=progress.on_event)
+            answer = session.assistant.ask(cmd.question, variables=user_variables(self.shell), regenerate=cmd.regenerate,
+                                           execute=not cmd.no_run, model=cmd.model, settings=settings,
+                                           on_event=progress.on_event)
         except KeyboardInterrupt:
             progress.close()
             session.history.append(HistoryItem(cmd.question, "interrupted", "agent", time.perf_counter() - started))
@@ -111,7 +115,12 @@ class EhrMagics(Magics, Configurable):
             return
         progress.close()
         session.history.append(HistoryItem(cmd.question, answer.status, answer.source, answer.seconds))
+        for note in answer.notes:
+            self._say(f"ehr-magic: {note}")
         if answer.status not in ("answered", "generated"):
+            if answer.source == "session":  # the question could not be read: one sentence, nothing to show
+                self._say(f"ehr-magic: {answer.message}")
+                return
             display({"text/plain": render.failure_text(answer), "text/html": render.failure_html(answer)}, raw=True)
             return
         token = command.new_token()
@@ -121,7 +130,7 @@ class EhrMagics(Magics, Configurable):
         # New code (generated, or an accepted cell adapted to new values) becomes a cell to accept;
         # an accepted cell reused as it is already stands in the notebook.
         if answer.source == "agent" or getattr(answer, "substitutions", None):
-            self.shell.set_next_input(command.with_marker(token, cmd.question, answer.code), replace=False)
+            self.shell.set_next_input(command.with_marker(token, answer.standalone_question, answer.code), replace=False)
         if answer.status == "generated":
             reason = "--no-run" if cmd.no_run else answer.message or "review"
             self._say(f"ehr-magic: code inserted below, not run ({reason}). Read it, then run the cell to execute "
@@ -307,10 +316,16 @@ class EhrMagics(Magics, Configurable):
               + "".join(f", {k}=..." for k in params) + ")")
 
     def _cmd_history(self, args: list[str]) -> None:
-        if not self.session.history:
-            print("No questions yet in this session.")
-        for i, item in enumerate(self.session.history, start=1):
-            print(f"{i:>3}. {item.at:%H:%M:%S} {item.status:<11} {item.source:<6} {item.seconds:6.1f}s  {item.question}")
+        assistant = self.session.assistant
+        if assistant is None:
+            print("No questions yet in this conversation.")
+            return
+        print(assistant.conversation.text())
+
+    def _cmd_new(self, args: list[str]) -> None:
+        if self.session.assistant is not None:
+            self.session.assistant.new_conversation()
+        print("ehr-magic: new conversation; the next question stands alone.")
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -344,6 +359,24 @@ class EhrMagics(Magics, Configurable):
     @staticmethod
     def _say(text: str) -> None:
         print(text)
+
+
+_HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "ehr", "skills", "open"}
+
+
+def user_variables(shell: Any) -> dict[str, Any]:
+    """The analyst's own variables: no IPython internals, modules, functions or classes."""
+    import inspect
+
+    hidden = set(getattr(shell, "user_ns_hidden", {})) | _HIDDEN
+    out = {}
+    for name, value in shell.user_ns.items():
+        if name.startswith("_") or name in hidden:
+            continue
+        if inspect.ismodule(value) or inspect.isroutine(value) or inspect.isclass(value):
+            continue
+        out[name] = value
+    return out
 
 
 def _show_figures() -> None:

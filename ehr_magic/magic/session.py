@@ -1,5 +1,6 @@
-"""The kernel-side state of ehr-magic: connected database, assistant, memory, history
-and the cells inserted but not yet accepted. One per shell, no module globals."""
+"""The kernel-side state of ehr-magic: connected database, the answering ``Session``
+(``self.assistant``), memory, history and the cells inserted but not yet accepted.
+One per shell, no module globals."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ehr_magic.assistant import Answer, Assistant
+from ehr_magic.session import Answer, Session
 from ehr_magic.data import EHR, connect
 
 
@@ -42,7 +43,7 @@ class EhrSession:
         self.description = ""
         self.memory: Any = None
         self.memory_path: Path | None = None
-        self.assistant: Assistant | None = None
+        self.assistant: Session | None = None  # the one answering path
         self.pending: dict[str, PendingCell] = {}
         self.history: list[HistoryItem] = []
         self.last_accepted: tuple[str, str] | None = None  # (question, code) of the last accepted cell
@@ -83,8 +84,10 @@ class EhrSession:
         if self.ehr is None:
             return
         previous = self.assistant
-        self.assistant = Assistant(self.ehr, memory=self.memory)
+        self.assistant = Session(self.ehr, memory=self.memory)
         if previous is not None:
+            previous.close()
+            self.assistant.conversation = previous.conversation if previous.ehr is self.ehr else self.assistant.conversation
             self.assistant.llm_overrides = previous.llm_overrides
             self.assistant.settings = previous.settings
             self.assistant.store_auto = previous.store_auto
@@ -92,7 +95,7 @@ class EhrSession:
     # -- cells ---------------------------------------------------------------------------
 
     def remember_inserted(self, token: str, answer: Answer, model: str, preview: str) -> PendingCell:
-        cell = PendingCell(token, answer.question, answer.code, answer.knowledge, model, preview,
+        cell = PendingCell(token, answer.standalone_question, answer.code, answer.knowledge, model, preview,
                            entry_id=answer.entry_id)
         self.pending[token] = cell
         return cell

@@ -40,7 +40,8 @@ class PanelHandler:
             "hello": self._hello, "status": self._status, "ask": self._ask,
             "memory.search": self._memory_search, "memory.get": self._memory_get,
             "memory.delete": self._memory_delete, "accept": self._accept, "reject": self._reject,
-            "pending": self._pending,
+            "pending": self._pending, "conversation": self._conversation,
+            "conversation.new": self._new_conversation,
         }
         assert set(self._routes) == set(p.REQUEST_TYPES)
 
@@ -136,6 +137,7 @@ class PanelHandler:
         from ehr_magic.agent import AgentSettings
         from ehr_magic.agent.steps import preview
         from ehr_magic.magic import command
+        from ehr_magic.magic.magics import user_variables
         from ehr_magic.magic.session import HistoryItem
 
         question = p.text_param(request.params, "question")
@@ -150,7 +152,8 @@ class PanelHandler:
         if callable(original):  # report the few-shot examples as soon as the agent picks them
             assistant._examples = lambda: RecordingExamples(original(), stream.examples)
         try:
-            answer = assistant.ask(question, regenerate=regenerate, settings=settings, on_event=stream.on_event)
+            answer = assistant.ask(question, variables=user_variables(m.shell), regenerate=regenerate,
+                                   settings=settings, on_event=stream.on_event)
         except BaseException:
             session.history.append(HistoryItem(question, "error", "agent", time.perf_counter() - started))
             raise
@@ -166,7 +169,7 @@ class PanelHandler:
             token = command.new_token()
             model = result.model if result else ""
             session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answered else "")
-            code = command.with_marker(token, question, answer.code)
+            code = command.with_marker(token, answer.standalone_question, answer.code)
         return {
             "question": question, "status": answer.status, "source": answer.source, "message": answer.message,
             "answer": p.answer_preview(answer.answer) if answered else {"kind": "none"},
@@ -180,7 +183,18 @@ class PanelHandler:
             "prompt_tokens": result.prompt_tokens if result else 0,
             "completion_tokens": result.completion_tokens if result else 0,
             "seconds": round(answer.seconds, 3),
+            "standalone_question": answer.standalone_question,
+            "conversation": p.conversation(assistant.conversation.turns)["turns"],
         }
+
+    def _conversation(self, request: p.Request) -> dict[str, Any]:
+        session = self._ready()
+        return p.conversation(session.assistant.conversation.turns)
+
+    def _new_conversation(self, request: p.Request) -> dict[str, Any]:
+        session = self._ready()
+        session.assistant.new_conversation()
+        return p.conversation([])
 
     def _examples(self, ids: list[str]) -> list[dict[str, Any]]:
         """``memory:12`` / ``seed:schema:3`` ids -> {id, question, origin}."""
@@ -214,7 +228,7 @@ class PanelHandler:
         return {"text": text, "schema": schema, "entries": [entry_dict(e) for e in entries]}
 
     def _memory_get(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic.assistant import Answer
+        from ehr_magic.session import Answer
         from ehr_magic.magic import command
 
         entry_id = p.int_param(request.params, "id", low=1)

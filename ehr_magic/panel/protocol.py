@@ -29,6 +29,8 @@ TARGET = "ehr_magic.panel"
 
 REQUEST_TYPES: tuple[str, ...] = (
     "hello", "status", "ask", "memory.search", "memory.get", "memory.delete", "accept", "reject", "pending",
+    # added within v1 (a panel uses them only when the kernel's hello lists them):
+    "conversation", "conversation.new",
 )
 
 # Error codes (``error.code``); the message is for people, the code for the panel.
@@ -150,6 +152,12 @@ def token_param(params: dict[str, Any]) -> str:
 
 def hello(version: str) -> dict[str, Any]:
     return {"v": VERSION, "kind": "hello", "protocol": VERSION, "ehr_magic": version, "types": list(REQUEST_TYPES)}
+
+
+def conversation(turns: list[Any]) -> dict[str, Any]:
+    """The thread as the panel shows it (``ehr_magic.session.Turn`` objects -> JSON)."""
+    return {"turns": [{"question": t.question, "standalone": t.standalone, "status": t.status, "source": t.source,
+                       "answer": t.answer[:TEXT_CHARS], "variables": list(t.variables)} for t in turns]}
 
 
 def result(rid: str, kind: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import {
   loadExtension
 } from './comm';
 import { IInsertOutcome, IAssistantModel, INotebookHandle, INotice, IPanelState } from './tokens';
-import { parseAskResult } from './protocol';
+import { parseAskResult, parseConversation } from './protocol';
 import { applyEvent, failRun, finishRun, hasCode, isRunning, startRun, withInsertion } from './state';
 
 export interface IModelOptions {
@@ -40,7 +40,9 @@ export const NO_NOTEBOOK: IPanelState = {
   status: null,
   run: null,
   memory: EMPTY_MEMORY,
-  notice: null
+  notice: null,
+  thread: [],
+  conversations: false
 };
 
 function messageOf(err: unknown): string {
@@ -120,9 +122,41 @@ export class NotebookSession {
     }
     this._connection = connection;
     connection.closed.connect(this._onClosed, this);
-    this._set({ connection: 'ready', connectionError: null });
+    const conversations = connection.hello.types.includes('conversation');
+    this._set({ connection: 'ready', connectionError: null, conversations, thread: [] });
     await this.refreshStatus();
+    await this.refreshThread();
     await this.searchMemory(this._state.memory.query);
+  }
+
+  /** Read the kernel's conversation (it outlives the panel: a reload shows it again). */
+  async refreshThread(): Promise<void> {
+    const connection = this._connection;
+    if (!connection || !this._state.conversations) {
+      return;
+    }
+    try {
+      const conversation = parseConversation(await connection.request('conversation'));
+      if (connection === this._connection) {
+        this._set({ thread: conversation.turns });
+      }
+    } catch (err) {
+      this._requestFailed(err);
+    }
+  }
+
+  async newConversation(): Promise<void> {
+    const connection = this._connection;
+    if (!connection || !this._state.conversations || isRunning(this._state.run)) {
+      return;
+    }
+    try {
+      const conversation = parseConversation(await connection.request('conversation.new'));
+      this._set({ thread: conversation.turns, run: null });
+      this.notify({ kind: 'info', text: 'New conversation: the next question stands alone.' });
+    } catch (err) {
+      this._requestFailed(err);
+    }
   }
 
   async refreshStatus(): Promise<void> {
@@ -177,8 +211,12 @@ export class NotebookSession {
         }
       });
       const run = current();
+      const result = parseAskResult(raw);
+      if (result.conversation) {
+        this._set({ thread: result.conversation });
+      }
       if (run) {
-        this._set({ run: finishRun(run, parseAskResult(raw)) });
+        this._set({ run: finishRun(run, result) });
       }
     } catch (err) {
       const run = current();
@@ -508,6 +546,10 @@ export class AssistantModel implements IAssistantModel {
 
   dismissNotice(): void {
     this._active?.notify(null);
+  }
+
+  newConversation(): Promise<void> {
+    return this._active ? this._active.newConversation() : Promise.resolve();
   }
 
   dispose(): void {

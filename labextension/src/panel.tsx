@@ -264,6 +264,56 @@ function StatusGrid(props: { state: IPanelState }): JSX.Element {
   );
 }
 
+/** The conversation so far: each question, what it meant on its own, and its answer. */
+function ThreadView(props: { model: IAssistantModel; state: IPanelState }): JSX.Element | null {
+  const { model, state } = props;
+  const thread = state.thread;
+  if (!thread.length) {
+    return null;
+  }
+  // the current run shows the last turn in full below; the thread lists the earlier ones
+  const shown = state.run && !isRunning(state.run) && thread[thread.length - 1].question === state.run.question
+    ? thread.slice(0, -1)
+    : thread;
+  return (
+    <section className={`${CSS}-thread`} aria-label="Conversation">
+      <div className={`${CSS}-threadHeader`}>
+        <span className={`${CSS}-threadTitle`}>
+          Conversation · {thread.length} question{thread.length === 1 ? '' : 's'}
+        </span>
+        <button className={`${CSS}-button ${CSS}-newConversation`} disabled={isRunning(state.run)}
+          title="Forget the earlier questions: the next one stands alone"
+          onClick={() => void model.newConversation()}>
+          New conversation
+        </button>
+      </div>
+      {shown.length > 0 && (
+        <ol className={`${CSS}-turns`}>
+          {shown.map((turn, i) => (
+            <li key={i} className={`${CSS}-turn ${CSS}-turn-${turn.status}`}>
+              <div className={`${CSS}-turnQuestion`}>{turn.question}</div>
+              {turn.standalone !== turn.question && (
+                <div className={`${CSS}-turnMeaning ${CSS}-muted`}>meaning: {turn.standalone}</div>
+              )}
+              {turn.answer && (
+                <div className={`${CSS}-turnAnswer ${CSS}-muted`}>
+                  {turn.status === 'answered' ? '→ ' : `${turn.status}: `}
+                  {firstLine(turn.answer, 200)}
+                </div>
+              )}
+              {turn.variables.length > 0 && (
+                <div className={`${CSS}-turnVariables ${CSS}-muted`}>
+                  described to the model: {turn.variables.join(', ')}
+                </div>
+              )}
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
+
 function AskTab(props: { model: IAssistantModel; state: IPanelState }): JSX.Element {
   const { model, state } = props;
   const [question, setQuestion] = useState('');
@@ -308,6 +358,7 @@ function AskTab(props: { model: IAssistantModel; state: IPanelState }): JSX.Elem
           )}
         </div>
       </div>
+      {state.conversations && <ThreadView model={model} state={state} />}
       {state.run ? (
         <RunView model={model} run={state.run} />
       ) : (

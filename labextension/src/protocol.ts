@@ -17,7 +17,9 @@ export type RequestType =
   | 'memory.delete'
   | 'accept'
   | 'reject'
-  | 'pending';
+  | 'pending'
+  | 'conversation'
+  | 'conversation.new';
 
 export type ErrorCode =
   | 'bad_message'
@@ -106,6 +108,26 @@ export interface IAskResult {
   prompt_tokens: number;
   completion_tokens: number;
   seconds: number;
+  standalone_question: string;
+  /** the thread after this question; null from a kernel without conversations */
+  conversation: ITurn[] | null;
+}
+
+/** One question of the conversation (the thread), as the kernel describes it. */
+export interface ITurn {
+  question: string;
+  /** the question the code answers on its own (the model's restatement of a follow-up) */
+  standalone: string;
+  status: string;
+  source: string;
+  /** a short description of the answer (type, shape, columns; values as privacy allows) */
+  answer: string;
+  /** notebook variables described to the model */
+  variables: string[];
+}
+
+export interface IConversation {
+  turns: ITurn[];
 }
 
 export interface IStatus {
@@ -176,6 +198,8 @@ export interface IResults {
   accept: { token: string; entry_id: number | null; accepted: boolean };
   reject: { token: string; rejected: boolean };
   pending: IPendingResult;
+  conversation: IConversation;
+  'conversation.new': IConversation;
 }
 
 export interface IErrorBody {
@@ -368,6 +392,25 @@ export function parseAskResult(raw: unknown): IAskResult {
     llm_calls: num(r.llm_calls),
     prompt_tokens: num(r.prompt_tokens),
     completion_tokens: num(r.completion_tokens),
-    seconds: num(r.seconds)
+    seconds: num(r.seconds),
+    standalone_question: str(r.standalone_question, str(r.question)),
+    conversation: Array.isArray(r.conversation) ? parseTurns(r.conversation) : null
   };
+}
+
+function parseTurns(raw: unknown[]): ITurn[] {
+  return raw.filter(isObject).map(t => ({
+    question: str(t.question),
+    standalone: str(t.standalone, str(t.question)),
+    status: str(t.status),
+    source: str(t.source),
+    answer: str(t.answer),
+    variables: Array.isArray(t.variables) ? t.variables.map(v => String(v)) : []
+  }));
+}
+
+/** Fill in a `conversation` / `conversation.new` result. */
+export function parseConversation(raw: unknown): IConversation {
+  const r = isObject(raw) ? raw : {};
+  return { turns: Array.isArray(r.turns) ? parseTurns(r.turns) : [] };
 }

@@ -25,7 +25,12 @@ export function RunView(props: { model: IAssistantModel; run: IRun }): JSX.Eleme
   return (
     <section className={`${CSS}-run`} aria-label="Run" aria-busy={running}>
       <div className={`${CSS}-runHeader`}>
-        <div className={`${CSS}-runQuestion`}>{run.question}</div>
+        <div className={`${CSS}-runQuestion`}>
+          {run.question}
+          {result && result.standalone_question && result.standalone_question !== run.question && (
+            <div className={`${CSS}-runMeaning ${CSS}-muted`}>meaning: {result.standalone_question}</div>
+          )}
+        </div>
         <div className={`${CSS}-runState`}>
           <span className={`${CSS}-badge ${CSS}-badge-${run.state}`}>
             {running && <span className={`${CSS}-spinner`} />}

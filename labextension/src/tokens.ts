@@ -4,7 +4,7 @@ import type { Kernel } from '@jupyterlab/services';
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { IMemoryEntry, IStatus } from './protocol';
+import { IMemoryEntry, IStatus, ITurn } from './protocol';
 import { IRun } from './state';
 
 export const PLUGIN_ID = '@ehr-magic/panel:plugin';
@@ -49,6 +49,10 @@ export interface IPanelState {
   run: IRun | null;
   memory: IMemoryView;
   notice: INotice | null;
+  /** the conversation so far (earlier questions and the current one once answered) */
+  thread: ITurn[];
+  /** false when the kernel's ehr-magic has no conversations (no thread, no button) */
+  conversations: boolean;
 }
 
 /** The result of inserting a cell in a notebook. */
@@ -92,6 +96,8 @@ export interface IAssistantModel {
   deleteMemory(id: number, confirmed?: boolean): Promise<void>;
   cancelDelete(): void;
   dismissNotice(): void;
+  /** Start a new conversation: the next question stands alone. */
+  newConversation(): Promise<void>;
 }
 
 /** The panel's model, for other plugins (e.g. to ask from a context menu). */

@@ -249,3 +249,94 @@ def _widen(page, panel, width: int) -> None:
     page.mouse.down()
     page.mouse.move(x - (width - box["width"]), y, steps=5)
     page.mouse.up()
+
+
+WOMEN = "How many female patients are there?"
+COHORT_QUESTION = "How many of the patients in cohort are women?"
+
+
+def _conversation_responder(request: dict) -> FakeReply:
+    """Answers by the question in the last user message; follow-ups state their standalone question."""
+    last = str(request.get("messages", [{}])[-1].get("content", ""))
+    if COHORT_QUESTION in last:
+        return FakeReply(text="Standalone question: " + COHORT_QUESTION + "\n" + _fenced(
+            "women = ehr.sql(\"SELECT subject_id FROM patients WHERE gender = 'f'\")\n"
+            "answer = cohort.filter(pl.col('subject_id').is_in(women['subject_id'].to_list())).height"))
+    if "now only the women" in last:
+        return FakeReply(text="Standalone question: " + WOMEN + "\n" + _fenced(
+            "answer = ehr.sql(\"SELECT count(*) AS n FROM patients WHERE gender = 'f'\")"))
+    return FakeReply(text=_fenced(GOOD_CODE))
+
+
+def test_conversation_thread_in_the_panel(lab, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    lab["llm"].responder = _conversation_responder
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1360, "height": 900}, device_scale_factor=1)
+        page = browser.pages[0] if browser.pages else browser.new_page()
+        try:
+            _thread_scenario(page, expect, lab)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            print("JupyterLab log tail:\n" + lab["log"].read_text()[-4000:])
+            raise
+        finally:
+            browser.close()
+
+
+def _thread_scenario(page, expect, lab) -> None:
+    page.set_default_timeout(60_000)
+    expect.set_options(timeout=45_000)
+    page.goto(lab["url"])
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    expect(notebook.locator(".jp-Cell")).to_have_count(1)
+    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_attached()
+    notebook.locator(".jp-Cell").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Alt+Shift+E")
+    panel = page.locator("#ehr-magic-assistant")
+    expect(panel).to_be_visible()
+    _widen(page, panel, 440)
+    panel.get_by_role("button", name="Load ehr_magic").click()
+    expect(panel.get_by_text("connected", exact=True)).to_be_visible()
+    page.evaluate("""async () => {
+        const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+        await kernel.requestExecute({code: "import polars as pl\\n"
+            + "cohort = pl.DataFrame({'subject_id': [10004235, 10001217, 10002428]})"}).done;
+    }""")
+    box = panel.get_by_role("textbox", name="Question")
+    ask = panel.get_by_role("button", name="Ask", exact=True)
+    badge = panel.locator(".jp-EhrAssistant-badge-answered")
+
+    box.fill(QUESTION)
+    ask.click()
+    expect(badge).to_be_visible()
+    expect(panel.locator(".jp-EhrAssistant-threadTitle")).to_have_text("Conversation · 1 question")
+    box.fill("now only the women")
+    ask.click()
+    expect(panel.locator(".jp-EhrAssistant-runMeaning")).to_have_text("meaning: " + WOMEN)
+    expect(badge).to_be_visible()
+    box.fill(COHORT_QUESTION)
+    ask.click()
+    expect(panel.locator(".jp-EhrAssistant-threadTitle")).to_have_text("Conversation · 3 questions")
+    turns = panel.locator(".jp-EhrAssistant-turn")
+    expect(turns).to_have_count(2)
+    expect(turns.nth(0).locator(".jp-EhrAssistant-turnQuestion")).to_have_text(QUESTION)
+    expect(turns.nth(1).locator(".jp-EhrAssistant-turnMeaning")).to_have_text("meaning: " + WOMEN)
+    expect(badge).to_be_visible()
+    requests = lab["llm"].chat_requests()
+    last = requests[-1].last_user_message
+    assert "now only the women" in last and "Notebook variables described to the model: cohort" in last
+    assert "`cohort`: polars DataFrame, 3 rows x 1 columns" in last  # the open demo is at privacy `full`
+    page.wait_for_timeout(300)
+    panel.screenshot(path=str(DOCS / "panel-thread.png"))
+
+    panel.get_by_role("button", name="New conversation").click()
+    expect(panel.locator(".jp-EhrAssistant-thread")).to_have_count(0)
+    box.fill("now only the men")
+    ask.click()
+    expect(panel.locator(".jp-EhrAssistant-run")).to_contain_text("no earlier question in this conversation")
+    assert len(lab["llm"].chat_requests()) == len(requests)

@@ -86,6 +86,8 @@ export class FakeKernel {
   loaded = true;
   /** false: the kernel never greets (busy) */
   greets = true;
+  /** the request types the kernel's hello lists */
+  types: string[] = [];
   comms: FakeComm[] = [];
   executed: Data[] = [];
   executeReply: Data = { status: 'ok' };
@@ -120,7 +122,7 @@ export class FakeKernel {
       if (!this.loaded) {
         comm.closeFromKernel();
       } else if (this.greets) {
-        comm.deliver({ v: 1, kind: 'hello', protocol: 1, ehr_magic: '0.1.0', types: [] });
+        comm.deliver({ v: 1, kind: 'hello', protocol: 1, ehr_magic: '0.1.0', types: this.types });
       }
     });
   }

@@ -278,3 +278,60 @@ describe('NotebookSession', () => {
     expect(session.connection).toBeNull();
   });
 });
+
+describe('AssistantModel conversation', () => {
+  const TURN = { question: 'How many patients are there?', standalone: 'How many patients are there?',
+    status: 'answered', source: 'agent', answer: 'a number', variables: [] };
+  const FOLLOW = { question: 'now only the women', standalone: 'How many female patients are there?',
+    status: 'answered', source: 'agent', answer: 'a number', variables: ['cohort'] };
+
+  function conversing() {
+    const parts = setup();
+    const { kernel } = parts;
+    kernel.types = ['hello', 'status', 'ask', 'conversation', 'conversation.new'];
+    let turns: unknown[] = [TURN];
+    kernel.handlers.conversation = (_, r) => r.result({ turns });
+    kernel.handlers['conversation.new'] = (_, r) => {
+      turns = [];
+      r.result({ turns });
+    };
+    kernel.handlers.ask = (p, r) => {
+      turns = [...turns, FOLLOW];
+      r.result({ ...ANSWER, question: p.question, standalone_question: FOLLOW.standalone, conversation: turns });
+    };
+    return parts;
+  }
+
+  it('reads the thread when it connects, and follows it after each question', async () => {
+    const { model, notebook } = conversing();
+    model.setNotebook(notebook);
+    await settle(30);
+    expect(model.state.conversations).toBe(true);
+    expect(model.state.thread.map(t => t.question)).toEqual([TURN.question]);
+    await model.ask('now only the women');
+    expect(model.state.thread.map(t => t.standalone)).toEqual([TURN.question, FOLLOW.standalone]);
+    expect(model.state.thread[1].variables).toEqual(['cohort']);
+    expect(model.state.run?.result?.standalone_question).toBe(FOLLOW.standalone);
+  });
+
+  it('starts a new conversation on request', async () => {
+    const { model, notebook, kernel } = conversing();
+    model.setNotebook(notebook);
+    await settle(30);
+    await model.newConversation();
+    expect(kernel.requests.map(r => r.type)).toContain('conversation.new');
+    expect(model.state.thread).toEqual([]);
+    expect(model.state.run).toBeNull();
+    expect(model.state.notice?.text).toMatch(/New conversation/);
+  });
+
+  it('asks nothing about conversations of a kernel whose hello does not list them', async () => {
+    const { model, notebook, kernel } = setup();
+    model.setNotebook(notebook);
+    await settle(30);
+    await model.newConversation();
+    expect(model.state.conversations).toBe(false);
+    expect(kernel.requests.map(r => r.type)).not.toContain('conversation');
+    expect(kernel.requests.map(r => r.type)).not.toContain('conversation.new');
+  });
+});

@@ -1,0 +1,125 @@
+"""The one Session: layout, follow-ups, notebook variables, controls (without a kernel)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import ehr_magic
+from ehr_magic.agent.conversation import ConversationContext, TurnSummary, fit_turns
+from ehr_magic.agent.replies import parse_reply
+from ehr_magic.session import variables as notebook
+from ehr_magic.session.conversation import describe_answer, looks_like_follow_up
+
+PACKAGE = Path(ehr_magic.__file__).parent
+
+
+def test_only_the_session_constructs_an_agent() -> None:
+    builders = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if name == "Agent":
+                    builders.append(path.relative_to(PACKAGE).as_posix())
+    assert builders == ["session/core.py"]
+
+
+def test_standalone_question_line_is_parsed_and_optional() -> None:
+    reply = parse_reply("Standalone question: How many emergency admissions are there?\n"
+                        "```python\nanswer = 1\n```")
+    assert reply.kind == "code" and reply.standalone == "How many emergency admissions are there?"
+    assert parse_reply("```python\nanswer = 1\n```").standalone == ""
+
+
+def test_history_budget_shortens_older_turns_then_drops_them() -> None:
+    turns = tuple(TurnSummary(f"question {i}", "x = 1\n" * 40, "a number") for i in range(1, 7))
+    roomy = fit_turns(turns, 10_000)
+    assert roomy.count("```python") == 6
+    tight = fit_turns(turns, 120)
+    assert "question 6" in tight and "```python" in tight  # the newest keeps its code
+    assert "question 1" not in tight and "earlier turns left out" in tight
+    middle = fit_turns(turns, 250)
+    assert middle.count("```python") < 6 and "question 6" in middle
+
+
+def test_follow_up_detection() -> None:
+    assert looks_like_follow_up("now only the emergency ones")
+    assert looks_like_follow_up("plot that by month")
+    assert looks_like_follow_up("and for women?")
+    assert not looks_like_follow_up("How many patients are there?")
+    assert not looks_like_follow_up("Patients that had a potassium above 5")
+
+
+def test_variables_named_or_pointed_at() -> None:
+    cohort, other = pl.DataFrame({"subject_id": [1]}), pl.DataFrame({"x": [1]})
+    variables = {"cohort": cohort, "n": 3, "other": other}
+    assert notebook.referenced("age of the patients in cohort", variables) == (["cohort"], [])
+    assert notebook.referenced("how old are them", variables) == (["other"], [])
+    assert notebook.referenced("how old are the people in `gone`", variables) == ([], ["gone"])
+
+
+def test_variable_descriptions_follow_the_privacy_level() -> None:
+    frame = pl.DataFrame({"subject_id": [10004235, 10001217], "note": ["MARKER-7c1", "x"]})
+    schema = notebook.describe("cohort", frame, "schema").text
+    assert "cohort" in schema and "subject_id" in schema and "2 rows" in schema
+    assert "10004235" not in schema and "MARKER" not in schema
+    aggregates = notebook.describe("cohort", frame, "aggregates").text
+    assert "10001217..10004235" in aggregates and "MARKER" not in aggregates
+    assert "MARKER-7c1" in notebook.describe("cohort", frame, "full").text
+    assert "= 3" not in notebook.describe("n", 3, "schema").text
+    assert "= 3" in notebook.describe("n", 3, "aggregates").text
+
+
+def test_lazy_and_unknown_variables_are_described_without_materialising() -> None:
+    class Boom:
+        pass
+
+    lazy = pl.LazyFrame({"a": [1]}).map_batches(lambda _: (_ for _ in ()).throw(AssertionError("collected")))
+    text = notebook.describe("big", lazy, "full").text
+    assert "LazyFrame" in text and "not collected" in text
+    many = pl.DataFrame({"i": range(notebook.HUGE_ROWS + 1)})
+    huge = notebook.describe("many", many, "full")
+    assert "huge" in huge.note and "ranges" not in huge.text and "first rows" not in huge.text
+    unknown = notebook.describe("thing", Boom(), "full")
+    assert not unknown.known and "does not describe" in unknown.text
+
+
+def test_answer_description_values_only_as_privacy_allows() -> None:
+    frame = pl.DataFrame({"admission_type": ["EW EMER."], "n": [41]})
+    assert "EW EMER." not in describe_answer(frame, "schema") and "admission_type" in describe_answer(frame, "schema")
+    assert "EW EMER." in describe_answer(frame, "full")
+    assert describe_answer(94, "schema") == "a number" and "94" in describe_answer(94, "aggregates")
+
+
+def test_conversation_context_names_the_variables_it_describes() -> None:
+    text = ConversationContext(turns=(TurnSummary("q1", "answer = 1", "a number"),),
+                               variables=("`cohort`: polars DataFrame",), variable_names=("cohort",)).render()
+    assert "Notebook variables described to the model: cohort" in text
+    assert "Turn 1: q1" in text and "Standalone question:" in text
+
+
+def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, ehrsql_db, tmp_path) -> None:
+    from ehr_magic.data import connect
+    from ehr_magic.memory import MemoryStore
+    from ehr_magic.session import Session
+
+    queries: list[str] = []
+
+    class Recording:
+        def examples(self, question: str, schema: str, k: int) -> list:
+            queries.append(question)
+            return []
+
+    with connect(ehrsql_db) as ehr:
+        session = Session(ehr, memory=MemoryStore(tmp_path / "memory.sqlite"))
+        session._examples = Recording  # the few-shot source the agent gets
+        fake_llm.enqueue("```python\nanswer = 2\n```",
+                         "Standalone question: How many emergency admissions were there?\n```python\nanswer = 3\n```")
+        session.ask("How many admissions were there?")
+        answer = session.ask("now only the emergency ones")
+    assert answer.standalone_question == "How many emergency admissions were there?"
+    assert queries == ["How many admissions were there?", "How many admissions were there? now only the emergency ones"]
