@@ -73,7 +73,7 @@ def main() -> None:
     from ehr_magic.eval.answerers import gold_examples
     from ehr_magic.eval.datasets import Split, load_split
     from ehr_magic.eval.sqlite_dialect import translator_for
-    from ehr_magic.reuse.calibrate import calibrate
+    from ehr_magic.reuse.calibrate import choose, observe
     from ehr_magic.reuse.match import DEFAULT_MARGIN, DEFAULT_THRESHOLD
 
     with connect(args.db) as ehr:
@@ -87,8 +87,9 @@ def main() -> None:
         ]
         for name, memory, items in settings:
             started = time.perf_counter()
-            cal = calibrate(ehr, [(i, e.question, e.code) for i, e in enumerate(memory)], folds=args.folds)
+            observations = observe(ehr, [(i, e.question, e.code) for i, e in enumerate(memory)], folds=args.folds)
             took = time.perf_counter() - started
+            cal = choose(observations)
             print(f"{name}: memory {len(memory)} cells; calibration in {took:.0f} s: {cal.describe()}")
             print(line("calibrated", score(ehr, memory, items, cal.threshold, cal.margin)))
             print(line(f"first release ({DEFAULT_THRESHOLD}/{DEFAULT_MARGIN})",

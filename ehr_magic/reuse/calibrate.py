@@ -9,9 +9,9 @@ reuser that holds only the other folds, with every threshold off. An answer
 is correct when it equals what the held-out cell's own code returns, so no gold answers
 are needed: the memory is its own test set. Each answer gives an observation (the
 question's similarity to the reused cell, the margin over the best cell of another kind,
-and whether it was right). ``choose`` then picks the loosest (threshold, margin) pair
-whose precision is still at the target with statistical confidence: the one-sided Wilson
-lower bound of the cross-validated precision must reach it. A memory too small to give
+and whether it was right). ``choose`` fits the chance of being right as a non-decreasing
+function of similarity (isotonic regression) and answers only where that chance reaches
+the target, with the answered set's one-sided Wilson lower bound at the target too. A memory too small to give
 that confidence keeps the conservative defaults.
 """
 
@@ -83,30 +83,53 @@ def wilson_lower(correct: int, total: int, z: float = CONFIDENCE_Z) -> float:
     return (centre - spread) / (1 + z * z / total)
 
 
+def isotonic(observations: Sequence[Observation]) -> list[tuple[float, float]]:
+    """P(correct | similarity) as a non-decreasing step function: ``(lowest score, probability)``
+    steps in ascending order (pool-adjacent-violators over the observations sorted by score)."""
+    tied: dict[float, list[float]] = {}  # equal scores form one point
+    for o in observations:
+        point = tied.setdefault(o.score, [0.0, 0.0])
+        point[0] += o.correct
+        point[1] += 1
+    blocks: list[list[float]] = []  # [lowest score, correct, count]
+    for score in sorted(tied):
+        blocks.append([score, *tied[score]])
+        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][2] > blocks[-1][1] / blocks[-1][2]:
+            last = blocks.pop()
+            blocks[-1][1] += last[1]
+            blocks[-1][2] += last[2]
+    return [(low, correct / count) for low, correct, count in blocks]
+
+
 def choose(observations: Sequence[Observation], *, target: float = TARGET_PRECISION, z: float = CONFIDENCE_Z,
            min_answered: int = MIN_ANSWERED) -> Calibration:
-    """The (threshold, margin) answering the most questions whose precision bound reaches ``target``."""
+    """The (threshold, margin) answering the most questions where the calibrated chance of
+    being right, P(correct | similarity) from an isotonic fit, is at least ``target``.
+
+    A condition on each answer's own chance, not on the average over the memory's
+    questions, keeps precision at the target when new questions are less like the memory
+    than its own questions are to each other (they then score lower, and the answers left
+    are still ones whose similarity earned the target). The Wilson lower bound of the
+    answered set's precision must reach the target too.
+    """
     best: Calibration | None = None
-    thresholds = sorted({round(o.score, 3) for o in observations})
     for margin in MARGINS:
-        kept = sorted((o for o in observations if o.margin >= margin), key=lambda o: o.score, reverse=True)
-        correct = answered = 0
-        # Walk thresholds from strict to loose; answered/correct accumulate.
-        position = 0
-        for threshold in reversed(thresholds):
-            while position < len(kept) and kept[position].score >= threshold:
-                answered += 1
-                correct += kept[position].correct
-                position += 1
-            if answered < min_answered:
-                continue
-            bound = wilson_lower(correct, answered, z)
-            if bound < target:
-                continue
-            if best is None or answered > best.answered or (
-                    answered == best.answered and (threshold, margin) > (best.threshold, best.margin)):
-                best = Calibration(threshold, margin, target, len(observations), answered, correct, bound,
-                                   "cross-validation")
+        kept = [o for o in observations if o.margin >= margin]
+        steps = isotonic(kept)
+        passing = [low for low, probability in steps if probability >= target]
+        if not passing:
+            continue
+        threshold = round(min(passing), 3)
+        answered = [o for o in kept if o.score >= threshold]
+        correct = sum(o.correct for o in answered)
+        if len(answered) < min_answered:
+            continue
+        bound = wilson_lower(correct, len(answered), z)
+        if bound < target:
+            continue
+        if best is None or len(answered) > best.answered:
+            best = Calibration(threshold, margin, target, len(observations), len(answered), correct, bound,
+                               "cross-validation")
     if best is None:
         return Calibration(DEFAULT_THRESHOLD, DEFAULT_MARGIN, target, len(observations))
     return best
