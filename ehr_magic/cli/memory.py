@@ -70,6 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = actions.add_parser("stats", parents=[common, as_json], help="counts by origin and schema")
     p.set_defaults(func=run_stats)
 
+    p = actions.add_parser("calibrate", parents=[common, as_json],
+                           help="choose reuse thresholds by cross-validation inside the memory")
+    p.add_argument("--db", required=True, help="the database the memory's cells run on")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    p.set_defaults(func=run_calibrate)
+
 
 def _open(args: argparse.Namespace) -> MemoryStore:
     return MemoryStore(args.store if args.store else default_store_path())
@@ -220,3 +226,23 @@ def run_stats(args: argparse.Namespace) -> int:
         return 0
 
     return _with_store(args, action)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from ehr_magic.data import connect
+    from ehr_magic.reuse import Reuser
+
+    def calibrate(store: MemoryStore) -> int:
+        with connect(args.db) as ehr:
+            reuser = Reuser.from_store(ehr, store)
+            if not reuser.cells():
+                print(f"No trusted cells of schema {ehr.schema} in {store.path}: accept or import some first.")
+                return 1
+            calibration = reuser.calibrate(folds=args.folds)
+        if args.json:
+            _print_json(calibration.to_dict())
+        else:
+            print(f"{len(reuser.cells())} cells: {calibration.describe()}")
+        return 0
+
+    return _with_store(args, calibrate)

@@ -39,7 +39,12 @@ class MemoryAnswerer:
                                              "schema": self.ehr.schema, "origin": "imported",
                                              "tags": [f"id:{example.id}"]}, ensure_ascii=False) + "\n")
             self.store.import_(path, schema=self.ehr.schema)
-        self.reuser = Reuser.from_store(self.ehr, self.store, **dict(context.options.get("reuse", {})))
+        reuse_options = dict(context.options.get("reuse", {}))
+        self.reuser = Reuser.from_store(self.ehr, self.store, **reuse_options)
+        if "threshold" not in reuse_options and "margin" not in reuse_options and self.reuser.cells():
+            # Thresholds from the memory alone, never from the split under evaluation.
+            if self.reuser.calibration.source != "cross-validation":
+                self.reuser.calibrate()
         self._lock = threading.Lock()
 
     def answer(self, question: str, qid: str):

@@ -25,7 +25,7 @@ for _canonical, _words in {
     "first": "first earliest initial initially",
     "last": "last latest final finally lastly recent recently",
     "second": "second 2nd",
-    "greater": "greater higher larger bigger exceeding above",
+    "greater": "greater higher larger bigger exceeding above more",
     "less": "less lower smaller below fewer",
     "daily": "daily",
     "weekly": "weekly",
@@ -44,17 +44,43 @@ for _canonical, _words in {
         OPERATORS[_word] = _canonical
 
 # Words of which a question has at most one, and two questions with different ones ask
-# different things ("how *much*" is an amount, "how *many*" a count).
-CONTRASTS: tuple[frozenset[str], ...] = (frozenset({"much", "many"}),)
+# different things ("how *much*" is an amount, "how *many*" a count; *admitted* and
+# *discharged* name different moments of a stay).
+CONTRASTS: tuple[frozenset[str], ...] = (frozenset({"much", "many"}), frozenset({"admitted", "discharged"}))
+
+# What a count counts: people, events (rows) or stays. "How many patients were prescribed
+# X" and "how many X prescriptions" need different code.
+_COUNTING = frozenset({"many", "number", "count", "counts", "counted"})
+COUNT_TARGETS: dict[str, str] = {}
+for _target, _words in {
+    "people": "patient patients people person persons individuals subjects",
+    "events": "times time prescriptions prescription orders ordered events records entries tests cases doses",
+    "stays": "visits visit admissions hospitalizations hospitalisations stays",
+}.items():
+    for _word in _words.split():
+        COUNT_TARGETS[_word] = _target
+
+
+def count_target(words: Sequence[str]) -> str:
+    """What a counting question counts (``people``, ``events``, ``stays``), "" if it does not count."""
+    for position, word in enumerate(words):
+        if word in _COUNTING:
+            # the first countable word after the cue: "number of visits of patient ..." counts visits
+            for following in words[position + 1:]:
+                if following in COUNT_TARGETS:
+                    return COUNT_TARGETS[following]
+            return "unspecified"
+    return ""
 
 
 def contradicts(a: Sequence[str], b: Sequence[str]) -> bool:
-    """True when the two word sequences use different words of one contrast group."""
+    """True when the two word sequences use different words of one contrast group, or
+    count different things."""
     for group in CONTRASTS:
         left, right = group.intersection(a), group.intersection(b)
         if left and right and left != right:
             return True
-    return False
+    return count_target(a) != count_target(b)
 
 
 # Words that stop the next word from being an operator ("at least", "the least").
@@ -85,3 +111,16 @@ def stem(word: str) -> str:
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
     return word[:6]
+
+
+def operator_role_moved(substitutions: Sequence[tuple[str, str]]) -> str:
+    """An operator word that a substitution moves into another slot's role ("" if none):
+    with ``[("maximum", "total"), ("total", "average")]`` the question's *total* would take
+    the place of the cell's *average*, while the cell's *total* becomes a maximum."""
+    new = {OPERATORS.get(n.lower()): n for n, _ in substitutions if OPERATORS.get(n.lower())}
+    old = {OPERATORS.get(o.lower()): o for _, o in substitutions if OPERATORS.get(o.lower())}
+    pairs = {(OPERATORS.get(n.lower()), OPERATORS.get(o.lower())) for n, o in substitutions}
+    for canonical, word in new.items():
+        if canonical in old and (canonical, canonical) not in pairs:
+            return word
+    return ""

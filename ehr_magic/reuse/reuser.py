@@ -26,6 +26,8 @@ import polars as pl
 
 from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
 from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context
+from ehr_magic.reuse.calibrate import Calibration, calibrate, load_calibration, save_calibration
+from ehr_magic.reuse.lexicon import operator_role_moved
 from ehr_magic.reuse.match import Candidate, MatchResult, ReuseIndex
 from ehr_magic.reuse.unanswerable import unanswerable_reason, unknown_words
 
@@ -84,6 +86,9 @@ class Reuser:
         self.origins: tuple[str, ...] = TRUSTED
         self._store_state: tuple | None = None
         self._lock = threading.RLock()
+        self.calibration: Calibration = Calibration(self.index.threshold, self.index.margin)
+        # thresholds given by the caller win over a saved calibration
+        self._explicit = index is not None or "threshold" in index_options or "margin" in index_options
 
     @classmethod
     def from_store(cls, ehr: Any, store: Any, *, schema: str | None = None, origins: Iterable[str] = TRUSTED,
@@ -122,6 +127,29 @@ class Reuser:
                        or known[e.id].question != e.question or known[e.id].origin != e.origin]
             self.index.add_many((e.id, e.question, e.code, e.origin) for e in changed)
             self._store_state = state
+            saved = None if self._explicit else load_calibration(self.store, self.cells())
+            if saved is not None:
+                self.apply(saved)
+
+    # -- calibration ----------------------------------------------------------------------
+
+    def cells(self) -> list[tuple[int, str, str]]:
+        """The remembered cells, as ``(entry id, question, code)`` in id order."""
+        return sorted((t.entry_id, t.question, t.code) for t in self.index.templates.values())
+
+    def calibrate(self, **options: Any) -> Calibration:
+        """Cross-validate reuse inside this memory (``reuse.calibrate``) and apply the thresholds.
+        With a store, the result is saved beside it, valid while its cells stay the same."""
+        cells = self.cells()
+        calibration = calibrate(self.ehr, cells, timeout=self.timeout, **options)
+        self.apply(calibration)
+        if self.store is not None:
+            save_calibration(self.store, cells, calibration)
+        return calibration
+
+    def apply(self, calibration: Calibration) -> None:
+        self.calibration = calibration
+        self.index.threshold, self.index.margin = calibration.threshold, calibration.margin
 
     # -- answering ------------------------------------------------------------------------
 
@@ -148,6 +176,13 @@ class Reuser:
             return ReuseResult(question, "abstained", reason=reason, score=match.score)
         best = match.best
         assert best is not None
+        unknown = unknown_words(_without_values(question, [*match.detected.values, *best.values]),
+                                self.index.known_words())
+        if unknown:
+            # the rest of the words may match a cell, but what it asks for is recorded nowhere
+            return ReuseResult(question, "abstained", score=match.score, entry_id=best.template.entry_id,
+                               reason=f"the question asks about {', '.join(repr(w) for w in unknown)}, which "
+                               "neither the database nor any remembered question mentions")
         return self._run(question, best)
 
     def _run(self, question: str, candidate: Candidate) -> ReuseResult:
@@ -159,6 +194,10 @@ class Reuser:
             check_context(self.ehr, adaptation, template, candidate.values)
         except AdaptationError as exc:
             return ReuseResult(status="abstained", reason=f"cannot adapt cell #{template.entry_id}: {exc}", **base)
+        moved = operator_role_moved(adaptation.substitutions)
+        if moved:
+            return ReuseResult(status="abstained", code=adaptation.code, reason=f"the question puts {moved!r} in "
+                               f"another role than cell #{template.entry_id} gives it", **base)
         namespace = base_namespace(self.ehr)
         execution = Executor(self.ehr, timeout=self.timeout).run(adaptation.code, namespace)
         if not execution.ok:
@@ -176,6 +215,14 @@ class Reuser:
         return ReuseResult(status="answered", answer=execution.answer, code=adaptation.code,
                            substitutions=adaptation.substitutions,
                            namespace={k: v for k, v in namespace.items() if not k.startswith("__")}, **base)
+
+
+def _without_values(question: str, values: Iterable[Any]) -> str:
+    """The question with its detected values blanked (a misspelt drug name is a value, not an unknown word)."""
+    characters = list(question)
+    for value in values:
+        characters[value.start:value.end] = " " * (value.end - value.start)
+    return "".join(characters)
 
 
 # -- does the result have the shape the question asks for? -----------------------------------

@@ -1,0 +1,67 @@
+"""Refusals that keep reuse precise on questions it was never tuned on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ehr_magic.data import connect
+from ehr_magic.reuse import Reuser
+from ehr_magic.reuse.lexicon import contradicts, count_target, operator_role_moved
+
+
+def cell(sql: str) -> str:
+    return f'answer = ehr.sql("""{sql}""")'
+
+
+@pytest.fixture(scope="module")
+def reuser(ehrsql_db: Path):
+    with connect(ehrsql_db) as ehr:
+        memory = Reuser(ehr)
+        memory.add(1, "How many patients were prescribed heparin in 2100?", cell(
+            "SELECT COUNT(DISTINCT subject_id) FROM prescriptions WHERE drug = 'heparin' "
+            "AND strftime(starttime, '%Y') = '2100'"))
+        memory.add(2, "What is the gender of patient 10004235?", cell(
+            "SELECT DISTINCT gender FROM patients WHERE subject_id = 10004235"))
+        memory.add(3, "When was patient 10004235 admitted to the hospital for the first time?", cell(
+            "SELECT admittime FROM admissions WHERE subject_id = 10004235 ORDER BY admittime LIMIT 1"))
+        yield memory
+
+
+def test_the_same_count_is_reused(reuser) -> None:
+    result = reuser.answer("How many patients were prescribed aspirin in 2100?")
+    assert result.answered, result.reason
+
+
+def test_a_count_of_something_else_is_not_reused(reuser) -> None:
+    # the cell counts patients; the question counts prescriptions
+    result = reuser.answer("How many aspirin prescriptions were there in 2100?")
+    assert not result.answered
+
+
+def test_an_attribute_no_table_holds_is_not_answered(reuser) -> None:
+    assert reuser.answer("What is the gender of patient 10005348?").answered
+    assert not reuser.answer("What is the blood type of patient 10005348?").answered
+    assert not reuser.answer("What is the gender horoscope of patient 10005348?").answered
+
+
+def test_admitted_is_not_discharged(reuser) -> None:
+    result = reuser.answer("When was patient 10005348 discharged from the hospital for the first time?")
+    assert not result.answered
+
+
+def test_count_targets() -> None:
+    assert count_target("how many patients were given <v>".split()) == "people"
+    assert count_target("how many times was <v> ordered".split()) == "events"
+    assert count_target("count the number of hospital visits of patient <id>".split()) == "stays"
+    assert count_target("what was the last <v> of patient <id>".split()) == ""
+    assert contradicts("how many patients".split(), "how many prescriptions".split())
+    assert not contradicts("how many patients".split(), "how many people".split())
+
+
+def test_operator_words_may_change_but_not_trade_roles() -> None:
+    assert operator_role_moved([("average", "total")]) == ""  # a new aggregate in the same role
+    assert operator_role_moved([("maximum", "total"), ("total", "average")]) == "total"
+    assert operator_role_moved([("first", "last"), ("last", "first")]) in ("first", "last")
+    assert operator_role_moved([("10004235", "10005348")]) == ""
