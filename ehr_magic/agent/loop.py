@@ -27,6 +27,10 @@ KnowledgeMode = Literal["separate", "inline", "off"]
 RunMode = Literal["auto", "review", "review-if-flagged"]
 
 
+_CUT_OFF = ("The model's reply was cut off at its token limit before any code was complete: raise the server's "
+            "limit on reply tokens (or the model's context window) and ask again.")
+
+
 @dataclass
 class AgentSettings:
     max_steps: int = 10
@@ -86,13 +90,18 @@ class Agent:
         reminded, previous_code = False, None
         for index in range(1, s.max_steps + 1):
             emit(kind="phase", phase="code", detail=f"step {index}/{s.max_steps}")
-            text = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t)).text
+            completion = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t))
+            text = completion.text
             reply = parse_reply(text)
             result.standalone_question = reply.standalone or result.standalone_question
+            if completion.finish_reason == "length" and (reply.kind == "none" or text.count("```") % 2):
+                result.message = _CUT_OFF  # a code block left open: the rest was cut
+                break
             if reply.kind == "none" and not reminded:  # one reminder, then a clear failure
                 reminded = True
                 messages += [{"role": "assistant", "content": text}, _user(prompts.render("reminder"))]
-                text = self._call(result, "reminder", messages).text
+                completion = self._call(result, "reminder", messages)
+                text = completion.text
                 reply = parse_reply(text)
                 result.standalone_question = reply.standalone or result.standalone_question
             if reply.kind in ("clarify", "abstain"):
@@ -100,7 +109,9 @@ class Agent:
                 result.message = reply.message
                 break
             if reply.kind == "none":
-                result.message = "The model replied without code twice; try rephrasing the question."
+                result.message = _CUT_OFF if completion.finish_reason == "length" else (
+                    "The model replied without code twice; try rephrasing the question, or use a model "
+                    "that follows instructions better.")
                 break
             step = ActionStep(index, reply=text, code=reply.code,
                               knowledge=result.knowledge if s.knowledge == "separate" else reply.knowledge)

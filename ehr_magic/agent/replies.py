@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -43,4 +44,26 @@ def parse_reply(text: str) -> Reply:
         code = max(blocks, key=len)
         code = re.sub(r"\n?\s*TERMINATE\s*$", "", code).rstrip()
         return Reply("code", code=code, knowledge=knowledge, standalone=standalone)
+    bare = _bare_code(text)
+    if bare:
+        return Reply("code", code=bare, knowledge=knowledge, standalone=standalone)
     return Reply("none", knowledge=knowledge, message=text.strip()[:500])
+
+
+def _bare_code(text: str) -> str:
+    """A reply that is a program without its fence (small local models often drop it):
+    accepted when it parses as Python and sets ``answer``."""
+    lines = [line for line in text.strip().splitlines()
+             if not _STANDALONE.match(line) and not line.lower().startswith("knowledge:")]
+    candidate = "\n".join(lines).strip()
+    if "answer" not in candidate:
+        return ""
+    try:
+        tree = ast.parse(candidate)
+    except SyntaxError:
+        return ""
+    sets_answer = any(isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and any(
+        isinstance(target, ast.Name) and target.id == "answer"
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+        for node in ast.walk(tree))
+    return candidate if sets_answer else ""

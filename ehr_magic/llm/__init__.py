@@ -21,6 +21,7 @@ from ehr_magic.llm.config import (
 from ehr_magic.llm.errors import (
     LLMAuthError,
     LLMConnectionError,
+    LLMContextError,
     LLMError,
     LLMRateLimitError,
     LLMRequestError,
@@ -38,6 +39,7 @@ __all__ = [
     "LLMAuthError",
     "LLMClient",
     "LLMConnectionError",
+    "LLMContextError",
     "LLMError",
     "LLMRateLimitError",
     "LLMRequestError",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,6 +39,7 @@ from ehr_magic.llm.config import NO_KEY_PLACEHOLDER, OPENAI_BASE_URL, LLMSetting
 from ehr_magic.llm.errors import (
     LLMAuthError,
     LLMConnectionError,
+    LLMContextError,
     LLMError,
     LLMRateLimitError,
     LLMRequestError,
@@ -49,6 +51,10 @@ from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens
 
 # --------------------------------------------------------------------------- results
 
+
+# How servers word a prompt longer than the model's window (OpenAI, llama.cpp, vLLM, Ollama).
+_CONTEXT_OVERFLOW = re.compile(r"context[_ ]length|context window|exceeds? the (?:available )?context|"
+                               r"maximum context|too many tokens|prompt is too long|n_ctx", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Completion:
@@ -466,6 +472,11 @@ class LLMClient:
             return LLMAuthError(
                 f"The model server {what} ({status}: {detail}): {self._key_hint()}.", status_code=status
             )
+        if status in (400, 413) and _CONTEXT_OVERFLOW.search(detail):
+            return LLMContextError(
+                f"The prompt does not fit the model's context window ({status}: {detail}): give the model a larger "
+                "window (llama.cpp --ctx-size, Ollama num_ctx, vLLM --max-model-len) or ask with fewer examples "
+                "(--shots).", status_code=status)
         if status == 404:
             return LLMRequestError(
                 f"The model server at {self.endpoint} has no model '{self.settings.model}' or no such route "
@@ -503,6 +514,13 @@ class LLMClient:
         if status == 408:
             return LLMTimeoutError(
                 f"The model server at {self.endpoint} timed out the request (408; {tries}): try again later.",
+                status_code=status,
+                attempts=attempts,
+            )
+        if status == 503:
+            return LLMServerError(
+                f"The model server at {self.endpoint} is not ready (503: {failure.detail}; {tries}): a local server "
+                "answers 503 while it loads the model, so wait until it has loaded and try again.",
                 status_code=status,
                 attempts=attempts,
             )

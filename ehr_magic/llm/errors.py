@@ -39,5 +39,9 @@ class LLMRequestError(LLMError):
     """A 4xx other than 401/403/429: unknown model, bad parameters. Not retried."""
 
 
+class LLMContextError(LLMRequestError):
+    """The prompt is longer than the model's context window (a 400 that says so)."""
+
+
 class LLMResponseError(LLMError):
     """The answer cannot be used: malformed JSON, no choices, a stream cut short."""
