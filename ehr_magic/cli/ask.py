@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("ask", help="answer one question with generated code",
                             description="Answer one question about a database with generated, executed code.")
     parser.add_argument("question", help="the question, in quotes")
-    parser.add_argument("--db", required=True, help="database file (.duckdb) built with `ehr-magic data`")
+    parser.add_argument("--db", required=True, help="database: a .duckdb file built with `ehr-magic data`, "
+                        "or a server URL (postgresql://..., sc://...)")
     parser.add_argument("--model", help="model name (default: config file or EHR_MAGIC_MODEL)")
     parser.add_argument("--max-steps", type=int, default=10, help="most code attempts (default 10)")
     parser.add_argument("--shots", type=int, default=4, help="few-shot examples (default 4)")
