@@ -195,7 +195,7 @@ class EHR:
         """DuckDB SQL on the engine: as written on DuckDB, transpiled elsewhere."""
         if self._engine.dialect == "duckdb":
             return self._engine.query(query, params, what=what)
-        translated, positional = to_dialect(query, self._engine.dialect, params)
+        translated, positional = to_dialect(query, self._engine.dialect, params, schema=self._table_columns)
         return self._engine.query(translated, positional, what=what)
 
     @cached_property

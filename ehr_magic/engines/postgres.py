@@ -21,6 +21,7 @@ anything but a query before it reaches the server, and the guard stands before b
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import re
 import threading
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ehr_magic.data.build import META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
@@ -142,7 +144,7 @@ class PostgresEngine(Engine):
                 cursor.execute(text, params or None)
                 if cursor.description is None:
                     return pa.table({})
-                return cursor.fetch_arrow_table()
+                return _duckdb_like(cursor.fetch_arrow_table())
             except _driver().Error as exc:
                 raise self._query_error(exc, sql) from None
 
@@ -327,6 +329,25 @@ def _server_message(exc: Exception) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     keep = [line for line in lines if not line.startswith(("Query was:", "SQLSTATE"))]
     return " ".join(keep[:3]) if keep else type(exc).__name__
+
+
+def _duckdb_like(table: pa.Table) -> pa.Table:
+    """Result columns as DuckDB would type them: ``numeric`` (which ADBC hands over as text,
+    and which PostgreSQL returns for avg(), round(x, n), extract()) as DOUBLE, intervals as
+    durations, other driver-opaque types as their text."""
+    columns = []
+    for field, column in zip(table.schema, table.columns):
+        kind = field.type
+        if isinstance(kind, pa.BaseExtensionType):
+            storage = pa.chunked_array([chunk.storage for chunk in column.chunks], type=kind.storage_type)
+            numeric = getattr(kind, "type_name", "") == "numeric"
+            column = pc.cast(storage, pa.float64()) if numeric else storage
+        elif kind == pa.month_day_nano_interval():
+            column = pa.array([None if v is None else dt.timedelta(days=v.months * 30 + v.days,
+                                                                      microseconds=v.nanoseconds // 1000)
+                               for v in column.to_pylist()], type=pa.duration("us"))
+        columns.append(column)
+    return pa.table(columns, names=table.column_names)
 
 
 def _ident(name: str) -> str:

@@ -9,7 +9,8 @@ raises ``TranslationError`` with one sentence.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
@@ -18,7 +19,20 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from ehr_magic.errors import EhrMagicError, ReadOnlyError
 
-Rewrite = Callable[[exp.Expression], exp.Expression]
+
+
+@dataclass
+class Context:
+    """What a rewrite may know beyond the node: the tables' columns (table -> column -> type)."""
+
+    schema: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    aliases: int = 0
+
+    def has_column(self, name: str) -> bool:
+        return any(name in columns for columns in self.schema.values())
+
+
+Rewrite = Callable[[exp.Expression, Context], exp.Expression]
 
 _DIALECT_NAMES = {"postgres": "PostgreSQL", "spark": "Spark SQL", "duckdb": "DuckDB"}
 _QUERIES = (exp.Query, exp.Describe, exp.Show)
@@ -28,9 +42,12 @@ class TranslationError(EhrMagicError):
     """A DuckDB query that the target dialect cannot express (or that sqlglot cannot read)."""
 
 
-def to_dialect(sql: str, dialect: str, params: list[Any] | dict[str, Any] | None = None
-               ) -> tuple[str, list[Any] | None]:
+def to_dialect(sql: str, dialect: str, params: list[Any] | dict[str, Any] | None = None, *,
+               schema: Mapping[str, Mapping[str, str]] | None = None) -> tuple[str, list[Any] | None]:
     """``sql`` (DuckDB) in ``dialect``, and ``params`` as a list for its placeholders.
+
+    ``schema`` (table -> column -> type) lets rewrites tell real columns from DuckDB's
+    pseudo-columns (``rowid``).
 
     Only one query is allowed: a write or a second statement raises before the engine
     sees it (the sessions are read-only anyway).
@@ -48,8 +65,9 @@ def to_dialect(sql: str, dialect: str, params: list[Any] | dict[str, Any] | None
         raise ReadOnlyError(f"Only queries run on a {target} target, which is read-only for analysis; "
                             f"this statement is {_a(tree.key.upper())}.")
     positional = _number_placeholders(tree, params, dialect)
+    context = Context(schema or {})
     for rewrite in REWRITES.get(dialect, []):
-        tree = tree.transform(rewrite)
+        tree = tree.transform(rewrite, context, copy=False)
     try:
         text = tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as exc:
@@ -89,20 +107,58 @@ def _number_placeholders(tree: exp.Expression, params: list[Any] | dict[str, Any
 # -- rewrites ---------------------------------------------------------------------------------
 
 
-def _pg_arg_extreme(node: exp.Expression) -> exp.Expression:
+def _pg_arg_extreme(node: exp.Expression, context: Context) -> exp.Expression:
     """``arg_max(x, y)`` -> the first ``x`` ordered by ``y`` (rows with NULL ``y`` ignored, as in DuckDB)."""
     if isinstance(node, (exp.ArgMax, exp.ArgMin)):
         order = exp.Ordered(this=node.expression.copy(), desc=isinstance(node, exp.ArgMax), nulls_first=False)
         aggregate = exp.ArrayAgg(this=exp.Order(this=node.this.copy(), expressions=[order]))
-        filtered = exp.Filter(this=aggregate, expression=exp.Where(this=exp.Not(this=exp.Is(
-            this=node.expression.copy(), expression=exp.Null()))))
-        return exp.Bracket(this=exp.Paren(this=filtered), expressions=[exp.Literal.number(1)], offset=1)
+        return _first_of(aggregate, node.expression)
+    return node
+
+
+def _pg_any_value(node: exp.Expression, context: Context) -> exp.Expression:
+    """``any_value(x)`` (PostgreSQL 16+ only) -> the first non-NULL ``x`` in scan order, as DuckDB picks."""
+    inner = node.this if isinstance(node, exp.IgnoreNulls) else node
+    if isinstance(inner, exp.AnyValue):
+        return _first_of(exp.ArrayAgg(this=inner.this.copy()), inner.this)
+    return node
+
+
+def _first_of(aggregate: exp.Expression, not_null: exp.Expression) -> exp.Expression:
+    filtered = exp.Filter(this=aggregate, expression=exp.Where(this=exp.Not(this=exp.Is(
+        this=not_null.copy(), expression=exp.Null()))))
+    return exp.Bracket(this=exp.Paren(this=filtered), expressions=[exp.Literal.number(1)], offset=1)
+
+
+def _pg_rowid(node: exp.Expression, context: Context) -> exp.Expression:
+    """DuckDB's ``rowid`` pseudo-column -> ``ctid`` (the physical position; insertion order after a load)."""
+    if isinstance(node, exp.Column) and node.name.lower() == "rowid" and not context.has_column(node.name):
+        node.set("this", exp.to_identifier("ctid"))
+    return node
+
+
+def _pg_round(node: exp.Expression, context: Context) -> exp.Expression:
+    """``round(x, n)`` rounds a DOUBLE on DuckDB; PostgreSQL has it for NUMERIC only, and its
+    DOUBLE -> NUMERIC cast keeps 15 digits, which moves results near a rounding boundary.
+    Going through text keeps the shortest exact form of the double (every digit DuckDB sees)."""
+    if isinstance(node, exp.Round) and node.args.get("decimals") is not None \
+            and not node.this.is_type(*exp.DataType.TEXT_TYPES):
+        text = exp.Cast(this=node.this.copy(), to=exp.DataType.build("TEXT"))
+        node.set("this", exp.Cast(this=text, to=exp.DataType.build("DECIMAL")))
+    return node
+
+
+def _pg_subquery_alias(node: exp.Expression, context: Context) -> exp.Expression:
+    """PostgreSQL before 16 requires an alias on every subquery in FROM and JOIN."""
+    if isinstance(node, exp.Subquery) and not node.alias and isinstance(node.parent, (exp.From, exp.Join)):
+        context.aliases += 1
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(f"_subquery{context.aliases}")))
     return node
 
 
 PLACEHOLDERS: dict[str, str] = {"postgres": "${n}"}
 REWRITES: dict[str, list[Rewrite]] = {
-    "postgres": [_pg_arg_extreme],
+    "postgres": [_pg_arg_extreme, _pg_any_value, _pg_rowid, _pg_round, _pg_subquery_alias],
 }
 
 
