@@ -59,12 +59,18 @@ class PostgresServer:
         return f"postgresql://{self.user}{secret}@{self.host}:{self.port}/{database}" + (f"?{query}" if query else "")
 
     def execute(self, sql: str, database: str = "postgres") -> list[tuple]:
-        """Run SQL as the superuser, outside the read-only analysis path (to set up fixtures)."""
+        """Run SQL as the superuser, outside the read-only analysis path (to set up fixtures).
+
+        Several statements may be separated by ``;`` (each is sent alone); the last one's rows are returned.
+        """
         import adbc_driver_postgresql.dbapi as pg
 
+        rows: list[tuple] = []
         with pg.connect(self.url(database), autocommit=True) as con, con.cursor() as cursor:
-            cursor.execute(sql)
-            return cursor.fetchall() if cursor.description else []
+            for statement in filter(str.strip, sql.split(";")):
+                cursor.execute(statement)
+                rows = cursor.fetchall() if cursor.description else []
+        return rows
 
 
 def _as_postgres(command: list[str]) -> list[str]:

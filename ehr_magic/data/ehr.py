@@ -235,4 +235,5 @@ class EHR:
 
     def _distinct_values(self, table: str, column: str) -> list[str]:
         frame = self._run(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" WHERE "{column}" IS NOT NULL')
-        return frame.to_series().to_list()
+        # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
+        return sorted(frame.to_series().to_list())

@@ -212,7 +212,7 @@ class PostgresEngine(Engine):
                     for i, table in enumerate(tables):
                         if progress:
                             progress(f"publishing {table}", i, len(tables))
-                        reader = source.sql(f'SELECT * FROM "{table}"').fetch_record_batch(100_000)
+                        reader = _batches(source.sql(f'SELECT * FROM "{table}"'))
                         cursor.adbc_ingest(table, reader, mode="create", db_schema_name=staging)
                     for table in tables:
                         cursor.execute(f"DROP TABLE IF EXISTS {_ident(schema)}.{_ident(table)}")
@@ -348,6 +348,13 @@ def _duckdb_like(table: pa.Table) -> pa.Table:
                                for v in column.to_pylist()], type=pa.duration("us"))
         columns.append(column)
     return pa.table(columns, names=table.column_names)
+
+
+def _batches(relation: Any) -> Any:
+    """A streaming Arrow reader over a DuckDB relation (the method's name changed in DuckDB 1.4)."""
+    if hasattr(relation, "to_arrow_reader"):
+        return relation.to_arrow_reader(100_000)
+    return relation.fetch_record_batch(100_000)
 
 
 def _ident(name: str) -> str:

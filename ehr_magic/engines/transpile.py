@@ -35,7 +35,7 @@ class Context:
 Rewrite = Callable[[exp.Expression, Context], exp.Expression]
 
 _DIALECT_NAMES = {"postgres": "PostgreSQL", "spark": "Spark SQL", "duckdb": "DuckDB"}
-_QUERIES = (exp.Query, exp.Describe, exp.Show)
+_QUERIES = (exp.Query, exp.Describe, exp.Show, exp.Pivot)
 
 
 class TranslationError(EhrMagicError):
@@ -64,6 +64,11 @@ def to_dialect(sql: str, dialect: str, params: list[Any] | dict[str, Any] | None
     if not isinstance(tree, _QUERIES):
         raise ReadOnlyError(f"Only queries run on a {target} target, which is read-only for analysis; "
                             f"this statement is {_a(tree.key.upper())}.")
+    for node in tree.walk():
+        for matches, what in DUCKDB_ONLY.get(dialect, []):
+            if matches(node):
+                raise TranslationError(f"{target} cannot express {what}, which this query uses; "
+                                       "rewrite that part with plain SQL.")
     positional = _number_placeholders(tree, params, dialect)
     context = Context(schema or {})
     for rewrite in REWRITES.get(dialect, []):
@@ -156,6 +161,18 @@ def _pg_subquery_alias(node: exp.Expression, context: Context) -> exp.Expression
     return node
 
 
+# DuckDB constructs sqlglot would pass through unchanged but the target cannot run.
+_DUCKDB_ONLY = [
+    (lambda n: isinstance(n, exp.Lambda), "lambda functions (x -> ...)"),
+    (lambda n: isinstance(n, exp.Star) and bool(n.args.get("except_") or n.args.get("replace")),
+     "SELECT * EXCLUDE/REPLACE"),
+    (lambda n: isinstance(n, exp.Join) and str(n.args.get("method") or "").upper() == "ASOF", "ASOF joins"),
+    (lambda n: isinstance(n, exp.Columns), "COLUMNS(...) expressions"),
+    (lambda n: isinstance(n, exp.Pivot) and n.parent is None, "PIVOT statements"),
+    (lambda n: isinstance(n, exp.Ordered) and isinstance(n.this, exp.Var) and n.this.name.upper() == "ALL",
+     "ORDER BY ALL"),
+]
+DUCKDB_ONLY: dict[str, list[tuple[Callable[[exp.Expression], bool], str]]] = {"postgres": _DUCKDB_ONLY}
 PLACEHOLDERS: dict[str, str] = {"postgres": "${n}"}
 REWRITES: dict[str, list[Rewrite]] = {
     "postgres": [_pg_arg_extreme, _pg_any_value, _pg_rowid, _pg_round, _pg_subquery_alias],
