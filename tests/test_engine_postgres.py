@@ -232,6 +232,30 @@ def test_search_path_with_two_schemas(pg_server: PostgresServer, pg_ehrsql: str)
             assert handle.now > dt.datetime(2100, 1, 1)  # the clock falls back to the latest timestamp
 
 
+ICU_MODULE = ("caregiver", "chartevents", "d_items", "datetimeevents", "icustays", "ingredientevents", "inputevents",
+              "outputevents", "procedureevents")
+
+
+def test_a_mimic_code_layout_is_recognised_as_mimic_iv(pg_server: PostgresServer, mimic_demo_db: Path) -> None:
+    """MIMIC-IV as mimic-code builds it: hosp and icu tables in two schemas, no ehr-magic metadata."""
+    pg_server.execute("CREATE DATABASE mimiciv")
+    publish(mimic_demo_db, pg_server.url("mimiciv", query="search_path=mimiciv_hosp"))
+    icu = [row[0] for row in pg_server.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'mimiciv_hosp'", "mimiciv")
+        if row[0] in ICU_MODULE]
+    pg_server.execute("CREATE SCHEMA mimiciv_icu; DROP TABLE mimiciv_hosp._ehr_meta; "
+                      + "; ".join(f"ALTER TABLE mimiciv_hosp.{t} SET SCHEMA mimiciv_icu" for t in icu), "mimiciv")
+    url = pg_server.url("mimiciv", query="search_path=mimiciv_hosp,mimiciv_icu")
+    with ehr_magic.connect(url) as pg, ehr_magic.connect(mimic_demo_db) as duck:
+        assert pg.schema == "mimic_iv" and pg.knowledge is not None
+        assert pg.tables() == duck.tables()
+        query = ("SELECT count(*) AS n FROM icustays i JOIN admissions a USING (hadm_id) JOIN chartevents c "
+                 "USING (stay_id) WHERE a.admission_type LIKE '%EMER%'")
+        assert pg.sql(query).item() == duck.sql(query).item() > 0
+        latest = duck.sql("SELECT max(charttime) FROM chartevents").item()
+        assert pg.now >= latest
+
+
 def test_data_load_and_info_with_a_url(pg_server: PostgresServer, capsys) -> None:
     pg_server.execute("CREATE DATABASE loaded")
     url = pg_server.url("loaded", query="search_path=ehr")

@@ -50,7 +50,7 @@ class EHR:
         self._frames: dict[str, pl.DataFrame] = {}
         try:
             self.meta: dict[str, str] = self._engine.read_meta()
-            self.schema: str = self.meta.get("schema", "unknown")
+            self.schema: str = self.meta.get("schema") or self._recognised_schema()
             default_name = Path(self._engine.location).stem if not self._engine.remote else self._engine.location
             self.dataset: str = self.meta.get("dataset", default_name)
             anchor = now if now is not None else self.meta.get("now")
@@ -211,6 +211,24 @@ class EHR:
         close = process.extractOne(lowered, list(self._table_columns))
         hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
         raise EhrMagicError(f"No table {name!r} in {self.dataset}.{hint} See ehr.tables().")
+
+    def _recognised_schema(self) -> str:
+        """For a database not built by ehr-magic (no ``_ehr_meta``), e.g. a mimic-code build of
+        MIMIC-IV in PostgreSQL: the schema whose described columns are (nearly) all here."""
+        from ehr_magic.data import knowledge
+
+        here = {(table, column) for table, columns in self._table_columns.items() for column in columns}
+        best, best_score = "unknown", 0.8  # at least 80% of the described columns
+        for schema in knowledge.available():
+            try:
+                tables = knowledge.load(schema).tables
+            except EhrMagicError:
+                continue
+            described = {(table, column) for table, info in tables.items() for column in info.columns}
+            score = len(described & here) / len(described) if described else 0.0
+            if score >= best_score:
+                best, best_score = schema, score
+        return best
 
     def _refuse_big_table(self, name: str) -> None:
         cap = limits.current_row_cap() or limits.DEFAULT_MAX_ROWS
