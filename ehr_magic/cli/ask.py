@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``ask`` and ``chat`` share: database, model, memory and agent settings."""
-    parser.add_argument("--db", required=True, help="database file (.duckdb) built with `ehr-magic data`")
+    parser.add_argument("--db", required=True, help="database: a .duckdb file built with `ehr-magic data`, "
+                        "or a server URL (postgresql://..., sc://...)")
     parser.add_argument("--model", help="model name (default: config file or EHR_MAGIC_MODEL)")
     parser.add_argument("--memory", help="memory file (default: EHR_MAGIC_MEMORY or the user data dir, as the magic)")
     parser.add_argument("--regenerate", action="store_true", help="ignore memory and ask the model anew")

@@ -9,6 +9,7 @@ import sys
 from ehr_magic.cli.progress import progress_bar
 from ehr_magic.data import connect, sources
 from ehr_magic.data.sources import fetch
+from ehr_magic.engines import output, redact
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     synth = data.add_parser("synth", help="generate a synthetic MIMIC-IV-shaped database")
     synth.add_argument("--patients", type=_positive_int, default=100, help="number of patients (default 100)")
     synth.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same data")
-    synth.add_argument("--out", required=True, help="output file, e.g. synthetic.duckdb")
+    synth.add_argument("--out", required=True, help="output file (synthetic.duckdb) or server URL (postgresql://...)")
     synth.add_argument("--quiet", action="store_true", help="no progress bar")
     synth.set_defaults(func=run_synth)
 
@@ -29,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            + "; ".join(f"{s.name} {s.inputs}: {s.summary}" for s in known.values()))
     load.add_argument("source", choices=sorted(known), help="kind of input")
     load.add_argument("inputs", nargs="+", help="input folder(s) or file")
-    load.add_argument("--out", required=True, help="output file, e.g. mimic.duckdb")
+    load.add_argument("--out", required=True, help="output file (mimic.duckdb) or server URL "
+                      "(postgresql://user@host/db[?search_path=schema], sc://host:15002[/;database=name])")
     load.add_argument("--now", help="override the dataset's current time, e.g. '2180-01-01 00:00:00'")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
     load.set_defaults(func=run_load)
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     get.set_defaults(func=run_fetch)
 
     info = data.add_parser("info", help="tables, row counts and clock of a database")
-    info.add_argument("file", help="a .duckdb file built by ehr-magic")
+    info.add_argument("file", help="a .duckdb file built by ehr-magic, or a server URL")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=run_info)
 
@@ -57,17 +59,17 @@ def _positive_int(text: str) -> int:
 def run_synth(args: argparse.Namespace) -> int:
     from ehr_magic.data.sources import synthetic
 
-    with progress_bar("generating", quiet=args.quiet) as progress:
-        counts = synthetic.generate(args.out, patients=args.patients, seed=args.seed, progress=progress)
-    print(f"Wrote {args.out}: synthetic MIMIC-IV-shaped data, {args.patients} patients, seed {args.seed}, "
+    with progress_bar("generating", quiet=args.quiet) as progress, output(args.out, progress) as out:
+        counts = synthetic.generate(out, patients=args.patients, seed=args.seed, progress=progress)
+    print(f"Wrote {redact(args.out)}: synthetic MIMIC-IV-shaped data, {args.patients} patients, seed {args.seed}, "
           f"{sum(counts.values()):,} rows in {len(counts)} tables.")
     return 0
 
 
 def run_load(args: argparse.Namespace) -> int:
-    with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress:
-        report = sources.load(args.source, args.inputs, args.out, now=args.now, progress=progress)
-    print(f"Wrote {args.out}: {len(report.tables)} tables, {report.total_rows:,} rows, now = {report.now}.")
+    with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress, output(args.out, progress) as out:
+        report = sources.load(args.source, args.inputs, out, now=args.now, progress=progress)
+    print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, now = {report.now}.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
     return 0

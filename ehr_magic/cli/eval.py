@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("dataset", metavar="DATASET_DIR", help="folder holding the split folders (train/, valid/...)")
     parser.add_argument("--split", required=True, metavar="NAME", help="split to evaluate, e.g. valid")
-    parser.add_argument("--db", required=True, metavar="FILE",
-                        help="the benchmark's database loaded by `ehr-magic data load ehrsql ...`")
+    parser.add_argument("--db", required=True, metavar="TARGET",
+                        help="the benchmark's database loaded by `ehr-magic data load ehrsql ...`: "
+                        "a .duckdb file or a server URL (postgresql://..., sc://...)")
     parser.add_argument("--mode", choices=MODES, default="agent",
                         help="agent: the full agent; oracle: the gold SQL through our DuckDB path; "
                         "memory: reuse of memory without a model (default agent)")

@@ -1,85 +1,83 @@
 """The ``EHR`` object: one connected, read-only EHR database with its schema,
 descriptions and clock. Everything else in ehr_magic reaches data through it.
 
-The analysis connection is opened read-only with external file access disabled and
-the configuration locked, so code cannot write to the database, nor read or write
-arbitrary files through SQL (``COPY``, ``read_csv``, ``ATTACH``...).
+The data lives in an engine (``ehr_magic.engines``): a DuckDB file (embedded, the
+default), a PostgreSQL database or a Spark Connect server. ``EHR`` speaks DuckDB SQL
+on all of them: on other engines each query is transpiled with sqlglot first, and an
+engine's error comes back in its own words with the SQL it ran. Every engine is opened
+read-only (see each engine module for how).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-import threading
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import polars as pl
 from rapidfuzz import process
 
-from ehr_magic.data.build import META_TABLE
 from ehr_magic.data.clock import Clock, Unit, parse_time
 from ehr_magic.data.lookup import VocabularyCache
-from ehr_magic.errors import DatabaseError, EhrMagicError, ReadOnlyError
+from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
+from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
+from ehr_magic.errors import EhrMagicError
 from ehr_magic.safety import limits
 
-_SAFE_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
+def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None, **options: Any) -> EHR:
+    """Open an EHR database for analysis (read-only). ``now`` overrides its clock.
 
-def connect(path: str | os.PathLike[str], *, now: str | dt.datetime | None = None) -> EHR:
-    """Open an EHR database file for analysis (read-only). ``now`` overrides its clock."""
-    return EHR(path, now=now)
+    ``target`` is a DuckDB file path, ``postgresql://user@host:port/dbname[?search_path=a,b]``
+    or ``sc://host:port`` (Spark Connect); ``options`` go to the engine.
+    """
+    return EHR(target, now=now, **options)
 
 
 class EHR:
     """A connected EHR database: ``sql``, ``table``, ``lookup``, ``describe`` and the clock."""
 
-    def __init__(self, path: str | os.PathLike[str], *, now: str | dt.datetime | None = None) -> None:
-        self.path = Path(path).expanduser().resolve()
-        if not self.path.is_file():
-            raise DatabaseError(
-                f"No database file at {path}; build one with `ehr-magic data synth --out FILE.duckdb` "
-                "or `ehr-magic data load ...`."
-            )
-        try:
-            self._con = duckdb.connect(str(self.path), read_only=True, config={**_SAFE_CONFIG, **limits.duckdb_config()})
-        except duckdb.Error as exc:
-            raise DatabaseError(f"Cannot open {path} as a DuckDB database: {_first_line(exc)}") from None
-        self._local = threading.local()
-        self._cursors: list[tuple[threading.Thread, duckdb.DuckDBPyConnection]] = []
-        self._cursor_lock = threading.Lock()
+    def __init__(self, target: str | os.PathLike[str], *, now: str | dt.datetime | None = None,
+                 **options: Any) -> None:
+        # Private, so the code guard keeps generated code off the engine's raw connection.
+        self._engine: Engine = open_engine(target, **options)
+        self.engine_name: str = self._engine.name
+        # ``path`` reopens the same database (``connect(ehr.path)``); ``location`` is for display.
+        self.path: Path | str = str(target) if is_url(target) else Path(self._engine.location)
+        self.location: str = self._engine.location
         self._frames: dict[str, pl.DataFrame] = {}
-        self.meta: dict[str, str] = self._read_meta()
-        self.schema: str = self.meta.get("schema", "unknown")
-        self.dataset: str = self.meta.get("dataset", self.path.stem)
-        anchor = now if now is not None else self.meta.get("now")
-        self.clock = Clock(parse_time(anchor) if anchor else self._latest_time())
+        try:
+            self.meta: dict[str, str] = self._engine.read_meta()
+            self.schema: str = self.meta.get("schema") or self._recognised_schema()
+            default_name = Path(self._engine.location).stem if not self._engine.remote else self._engine.location
+            self.dataset: str = self.meta.get("dataset", default_name)
+            anchor = now if now is not None else self.meta.get("now")
+            self.clock = Clock(parse_time(anchor) if anchor else self._latest_time())
+        except BaseException:
+            self._engine.close()
+            raise
         self._vocabularies = VocabularyCache(self._distinct_values)
 
     # -- queries ---------------------------------------------------------------------------
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
         """Run a read-only SQL query (DuckDB dialect) and return a polars DataFrame."""
-        cursor = self._cursor()
-        try:
-            relation = cursor.sql(query, params=params)
-            if relation is None:  # a statement without a result set
-                return pl.DataFrame()
-            return limits.fetch(relation)
-        except (duckdb.PermissionException, duckdb.InvalidInputException) as exc:
-            raise _safety_error(exc) from None
+        return self._run(query, params)
 
     def table(self, name: str) -> pl.LazyFrame:
         """A whole table as a polars LazyFrame (read once, then cached in memory).
 
-        For very large tables, filter in SQL with ``ehr.sql`` instead.
+        For very large tables, filter in SQL with ``ehr.sql`` instead. On a remote engine
+        (PostgreSQL, Spark) a table of more rows than the row cap is refused.
         """
         name = self._check_table(name)
         frame = self._frames.get(name)
         if frame is None:
-            frame = limits.fetch(self._cursor().sql(f'SELECT * FROM "{name}"'), what=f"ehr.table({name!r})")
+            if self._engine.remote:
+                self._refuse_big_table(name)
+            frame = self._run(f'SELECT * FROM "{name}"', what=f"ehr.table({name!r})")
             self._frames[name] = frame
         return frame.lazy()
 
@@ -92,7 +90,8 @@ class EHR:
         return dict(self._table_columns[self._check_table(table)])
 
     def count(self, table: str) -> int:
-        return int(self._cursor().execute(f'SELECT count(*) FROM "{self._check_table(table)}"').fetchall()[0][0])
+        """Number of rows of ``table``."""
+        return int(self._run(f'SELECT count(*) AS n FROM "{self._check_table(table)}"').item())
 
     def describe(self, table: str, examples: int = 3) -> pl.DataFrame:
         """Columns of ``table`` with type, description and a few example values."""
@@ -100,10 +99,10 @@ class EHR:
         info = self.knowledge.tables.get(table) if self.knowledge else None
         rows = []
         for column, dtype in self._table_columns[table].items():
-            values = self._cursor().execute(
+            values = self._run(
                 f'SELECT DISTINCT "{column}" FROM (SELECT "{column}" FROM "{table}" '
-                f'WHERE "{column}" IS NOT NULL LIMIT 1000) LIMIT {int(examples)}'
-            ).fetchall()
+                f'WHERE "{column}" IS NOT NULL LIMIT 1000) AS sample LIMIT {int(examples)}'
+            ).rows()
             rows.append(
                 {
                     "column": column,
@@ -132,19 +131,10 @@ class EHR:
 
     def interrupt(self) -> None:
         """Stop every query running on this database (used by the executor's time limit)."""
-        with self._cursor_lock:
-            for _, cursor in self._cursors:
-                try:
-                    cursor.interrupt()
-                except duckdb.Error:
-                    pass
+        self._engine.interrupt()
 
     def close(self) -> None:
-        with self._cursor_lock:
-            for _, cursor in self._cursors:
-                cursor.close()
-            self._cursors.clear()
-        self._con.close()
+        self._engine.close()
 
     def __enter__(self) -> EHR:
         return self
@@ -189,7 +179,8 @@ class EHR:
     def info(self) -> dict[str, Any]:
         """What the database is: schema, dataset, clock and row counts."""
         return {
-            "path": str(self.path),
+            "path": self.location,
+            "engine": self._engine.name,
             "schema": self.schema,
             "dataset": self.dataset,
             "source": self.meta.get("source", ""),
@@ -199,31 +190,17 @@ class EHR:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _cursor(self) -> duckdb.DuckDBPyConnection:
-        # DuckDB connections are not safe across threads; each thread gets its own cursor.
-        cursor = getattr(self._local, "cursor", None)
-        if cursor is None:
-            cursor = self._con.cursor()
-            self._local.cursor = cursor
-            with self._cursor_lock:
-                # Threads come and go (the executor runs each piece of code in a new one).
-                for thread, old in [pair for pair in self._cursors if not pair[0].is_alive()]:
-                    old.close()
-                self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
-                self._cursors.append((threading.current_thread(), cursor))
-        return cursor
+    def _run(self, query: str, params: list[Any] | dict[str, Any] | None = None, *,
+             what: str = "the query") -> pl.DataFrame:
+        """DuckDB SQL on the engine: as written on DuckDB, transpiled elsewhere."""
+        if self._engine.dialect == "duckdb":
+            return self._engine.query(query, params, what=what)
+        translated, positional = to_dialect(query, self._engine.dialect, params, schema=self._table_columns)
+        return self._engine.query(translated, positional, what=what)
 
     @cached_property
     def _table_columns(self) -> dict[str, dict[str, str]]:
-        rows = self._cursor().execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = 'main' AND table_name NOT LIKE '\\_%' ESCAPE '\\' "
-            "ORDER BY table_name, ordinal_position"
-        ).fetchall()
-        tables: dict[str, dict[str, str]] = {}
-        for table, column, dtype in rows:
-            tables.setdefault(table, {})[column] = dtype
-        return tables
+        return self._engine.table_columns()
 
     def _check_table(self, name: str) -> str:
         if name in self._table_columns:
@@ -235,45 +212,46 @@ class EHR:
         hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
         raise EhrMagicError(f"No table {name!r} in {self.dataset}.{hint} See ehr.tables().")
 
-    def _read_meta(self) -> dict[str, str]:
-        try:
-            rows = self._con.execute(f"SELECT key, value FROM {META_TABLE}").fetchall()
-        except duckdb.CatalogException:
-            return {}
-        return {key: value for key, value in rows}
+    def _recognised_schema(self) -> str:
+        """For a database not built by ehr-magic (no ``_ehr_meta``), e.g. a mimic-code build of
+        MIMIC-IV in PostgreSQL: the schema whose described columns are (nearly) all here."""
+        from ehr_magic.data import knowledge
+
+        here = {(table, column) for table, columns in self._table_columns.items() for column in columns}
+        best, best_score = "unknown", 0.8  # at least 80% of the described columns
+        for schema in knowledge.available():
+            try:
+                tables = knowledge.load(schema).tables
+            except EhrMagicError:
+                continue
+            described = {(table, column) for table, info in tables.items() for column in info.columns}
+            score = len(described & here) / len(described) if described else 0.0
+            if score >= best_score:
+                best, best_score = schema, score
+        return best
+
+    def _refuse_big_table(self, name: str) -> None:
+        cap = limits.current_row_cap() or limits.DEFAULT_MAX_ROWS
+        rows = self.count(name)
+        if rows > cap:
+            raise limits.ResultTooLargeError(
+                f"ehr.table({name!r}) would pull {rows:,} rows from {self._engine.name}, more than the {cap:,} it "
+                f"fetches from a remote engine; filter in SQL instead, e.g. ehr.sql('SELECT ... FROM {name} "
+                "WHERE ...').")
 
     def _latest_time(self) -> dt.datetime:
         latest: dt.datetime | None = None
         for table, columns in self._table_columns.items():
-            for column, dtype in columns.items():
-                if dtype.startswith("TIMESTAMP"):
-                    value = self._con.execute(f'SELECT max("{column}") FROM "{table}"').fetchall()[0][0]
-                    if value is not None and (latest is None or value > latest):
-                        latest = value
+            stamps = [column for column, dtype in columns.items() if dtype.startswith("TIMESTAMP")]
+            if not stamps:
+                continue
+            row = self._run("SELECT " + ", ".join(f'max("{c}") AS "{c}"' for c in stamps) + f' FROM "{table}"').row(0)
+            for value in row:
+                if value is not None and (latest is None or value > latest):
+                    latest = value
         return parse_time(latest) if latest else dt.datetime(2000, 1, 1)
 
     def _distinct_values(self, table: str, column: str) -> list[str]:
-        rows = self._cursor().execute(
-            f'SELECT DISTINCT CAST("{column}" AS VARCHAR) FROM "{table}" WHERE "{column}" IS NOT NULL'
-        ).fetchall()
-        return [row[0] for row in rows]
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def _safety_error(exc: duckdb.Error) -> Exception:
-    message = _first_line(exc)
-    if "read-only" in message:
-        return ReadOnlyError(
-            f"The database is open read-only for analysis, so this statement cannot run ({message}). "
-            "Use SELECT queries; to change the data, rebuild it with `ehr-magic data`."
-        )
-    if "configuration has been locked" in message:
-        return ReadOnlyError(f"Settings of the analysis connection are locked for safety ({message}).")
-    if isinstance(exc, duckdb.PermissionException):
-        return ReadOnlyError(
-            f"File access from SQL is disabled for safety ({message}). Query the tables of the connected database."
-        )
-    return exc
+        frame = self._run(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" WHERE "{column}" IS NOT NULL')
+        # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
+        return sorted(frame.to_series().to_list())

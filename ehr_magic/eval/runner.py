@@ -190,6 +190,7 @@ class Evaluation:
         options: dict[str, Any] | None = None,
     ) -> None:
         from ehr_magic.data import connect
+        from ehr_magic.engines import is_url, redact
         from ehr_magic.eval.report import ResultsStore
 
         if workers < 1:
@@ -201,8 +202,9 @@ class Evaluation:
         self.mode, self.workers, self.grow_memory, self.prices = mode, workers, grow_memory, prices
         self.split = load_split(dataset_dir, split)
         memory_split = load_split(dataset_dir, memory_from) if memory_from else None
+        remote = is_url(db)
         db_path = Path(db).expanduser()
-        if not db_path.is_file():
+        if not remote and not db_path.is_file():
             raise DatabaseError(f"No database file at {db}; build it with `ehr-magic data load ehrsql "
                                 f"{Path(dataset_dir) / 'mimic_iv.sqlite'} --out {db}`.")
         self.selected = self.split.items[:limit] if limit else list(self.split.items)
@@ -210,7 +212,7 @@ class Evaluation:
             "dataset": str(Path(dataset_dir).expanduser().resolve()),
             "split": split,
             "version": self.split.version,
-            "db": str(db_path.resolve()),
+            "db": redact(str(db)) if remote else str(db_path.resolve()),
             "mode": mode,
             "memory_from": memory_from,
             "grow_memory": grow_memory,
@@ -221,7 +223,7 @@ class Evaluation:
         stored = self.store.load() if self.store else {}
         self.done = {qid: rescore(by_id[qid], r) for qid, r in stored.items() if qid in by_id}
         self.todo = [item for item in self.selected if item.id not in self.done]
-        self.ehr = connect(db_path)
+        self.ehr = connect(str(db) if remote else db_path)
         try:
             self.answerer: Answerer | None = answerer
             if self.answerer is None and self.todo:

@@ -5,7 +5,6 @@ One per shell, no module globals."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ class EhrSession:
         elif target == "synthetic":
             path, what = synthetic_database(patients, progress=progress), f"synthetic data, {patients} patients"
         else:
-            path, what = Path(os.path.expanduser(target)), None
+            path, what = target, None  # a file path or a server URL; connect() expands ~
         ehr = connect(path)
         if self.ehr is not None:
             self.ehr.close()

@@ -98,7 +98,7 @@ class PanelHandler:
         ehr = s.ehr
         database = None
         if ehr is not None:
-            database = {"path": str(ehr.path), "dataset": ehr.dataset, "schema": ehr.schema,
+            database = {"path": ehr.location, "dataset": ehr.dataset, "schema": ehr.schema,
                         "description": s.description, "tables": len(ehr.tables()),
                         "now": ehr.now.strftime("%Y-%m-%d %H:%M:%S")}
         return {

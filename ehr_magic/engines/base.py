@@ -1,0 +1,210 @@
+"""The engine interface: where the data of an ``EHR`` lives and how SQL reaches it.
+
+An engine is one small module with one class. ``EHR`` (``ehr_magic.data.ehr``) talks
+to every engine through this interface only; it speaks DuckDB SQL and transpiles it
+with sqlglot to ``engine.dialect`` (except on DuckDB itself, where SQL runs as written).
+
+Targets
+    ``open_engine(target)`` picks the engine from the target's URL scheme through
+    ``ENGINES`` (scheme -> ``"module:Class"``, imported on first use, so an engine's
+    driver is only needed when it is used). A target without a registered scheme is a
+    DuckDB file path. Adding an engine = one module + one line in ``ENGINES`` (or
+    ``register_engine`` from a plug-in).
+
+The interface (``Engine``), for an engine author
+    ``Engine.open(target, **options) -> Engine``  (classmethod)
+        Connect for analysis, read-only. Raise ``DatabaseError`` with one sentence for
+        an unreachable server, bad credentials, a missing database/schema; raise
+        ``missing_extra(...)`` when the driver is not installed.
+    ``name``      human name of the engine ("DuckDB", "PostgreSQL", "Spark").
+    ``dialect``   sqlglot dialect name ("duckdb", "postgres", "spark").
+    ``location``  printable target, never a password.
+    ``remote``    True when rows travel over a network (``EHR.table`` then refuses
+                  to pull tables bigger than the row cap).
+    ``query_arrow(sql, params=None, max_rows=None) -> pyarrow.Table``
+        Run one query already in the engine's dialect (``params``: a list bound to
+        ``$1, $2, ...`` placeholders in order). With ``max_rows``, return at most that
+        many rows and stop the engine's work early where possible. Errors from the
+        engine are raised as ``QueryError(engine message, sql)``; a write refused by
+        the engine as ``ReadOnlyError``.
+    ``query(sql, params=None, what=...) -> polars.DataFrame``
+        Provided: ``query_arrow`` under the thread's row cap (``limits.row_cap``),
+        then polars. An engine may override it with a faster native path.
+    ``table_columns() -> {table: {column: type}}``
+        The data tables visible to analysis (names not starting with ``_``), with
+        DuckDB-style type names (``TIMESTAMP``, ``BIGINT``, ``VARCHAR``, ``DOUBLE``,
+        ``DATE``, ``DECIMAL(p,s)``...), so type tests written for DuckDB keep working.
+    ``read_meta() -> {key: value}``  the ``_ehr_meta`` table ({} if there is none).
+    ``interrupt()``  stop every query running on this engine (from another thread).
+    ``close()``
+    ``Engine.publish(duckdb_file, target, progress=None) -> None``  (classmethod)
+        The writer side of ``ehr-magic data load/synth --out URL``: copy every table
+        of a freshly built DuckDB file (data tables and ``_ehr_*`` tables) into the
+        target, atomically: a failure leaves the target as it was.
+
+Engines never write to the analysed database; only ``publish`` writes, and only
+when the user asked for it with ``--out``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
+
+import polars as pl
+import pyarrow as pa
+
+from ehr_magic.errors import DatabaseError, EhrMagicError
+from ehr_magic.safety import limits
+
+Progress = Callable[[str, int, int], None]
+
+# URL scheme -> "module:Class". Anything else is a DuckDB file path (FILE_ENGINE).
+FILE_ENGINE = "ehr_magic.engines.duckdb_engine:DuckDBEngine"
+ENGINES: dict[str, str] = {
+    "postgresql": "ehr_magic.engines.postgres:PostgresEngine",
+    "postgres": "ehr_magic.engines.postgres:PostgresEngine",
+    "sc": "ehr_magic.engines.spark:SparkEngine",
+}
+
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+class QueryError(DatabaseError):
+    """The engine refused or failed a query; the message is the engine's own, plus the SQL it ran."""
+
+    def __init__(self, engine: str, message: str, sql: str, *, dialect: str = "") -> None:
+        self.engine, self.engine_message, self.sql = engine, message, sql
+        shown = f"{engine} SQL" if not dialect else f"{engine} SQL, translated from DuckDB SQL"
+        super().__init__(f"{engine} error: {message}\nThe query ran as ({shown}):\n{sql}")
+
+
+class Engine:
+    """One connected database engine, read-only. See the module docstring for the contract."""
+
+    name: ClassVar[str] = "engine"
+    dialect: ClassVar[str] = "duckdb"
+    remote: ClassVar[bool] = True
+    location: str = ""
+
+    @classmethod
+    def open(cls, target: str, **options: Any) -> Engine:
+        raise NotImplementedError
+
+    @classmethod
+    def publish(cls, duckdb_file: str | os.PathLike[str], target: str, progress: Progress | None = None) -> None:
+        raise EhrMagicError(f"Writing to {cls.name} targets is not supported; write a .duckdb file instead.")
+
+    def query_arrow(self, sql: str, params: list[Any] | None = None, max_rows: int | None = None) -> pa.Table:
+        raise NotImplementedError
+
+    def query(self, sql: str, params: list[Any] | None = None, *, what: str = "the query") -> pl.DataFrame:
+        """``query_arrow`` under the thread's row cap, as a polars DataFrame."""
+        cap = limits.current_row_cap()
+        table = self.query_arrow(sql, params, None if cap is None else cap + 1)
+        if cap is not None and table.num_rows > cap:
+            raise limits.ResultTooLargeError(
+                f"{what[0].upper() + what[1:]} returned more than {cap:,} rows, the limit for generated code; "
+                "aggregate or filter in SQL (GROUP BY, WHERE, LIMIT) so that only the rows needed reach Python.")
+        frame = pl.from_arrow(table)
+        return frame if isinstance(frame, pl.DataFrame) else frame.to_frame()
+
+    def table_columns(self) -> dict[str, dict[str, str]]:
+        raise NotImplementedError
+
+    def read_meta(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def interrupt(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.location}>"
+
+
+# -- targets ------------------------------------------------------------------------------
+
+
+def scheme_of(target: str | os.PathLike[str]) -> str | None:
+    """The URL scheme of ``target`` if it is a URL of a registered engine, else None."""
+    if not isinstance(target, str):
+        return None
+    match = _SCHEME.match(target.strip())
+    if match and match.group(1).lower() in ENGINES:
+        return match.group(1).lower()
+    return None
+
+
+def is_url(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` names a server (a registered URL scheme) rather than a file."""
+    return scheme_of(target) is not None
+
+
+def engine_class(target: str | os.PathLike[str]) -> type[Engine]:
+    """The engine class for ``target``, imported on first use."""
+    scheme = scheme_of(target)
+    spec = ENGINES[scheme] if scheme else FILE_ENGINE
+    module_name, _, attribute = spec.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute)
+
+
+def register_engine(scheme: str, spec: str) -> None:
+    """Make ``scheme://...`` targets open with ``spec`` (``"package.module:Class"``)."""
+    ENGINES[scheme.lower()] = spec
+
+
+def open_engine(target: str | os.PathLike[str], **options: Any) -> Engine:
+    """Connect to ``target`` (file path or URL) for analysis."""
+    return engine_class(target).open(str(target) if is_url(target) else target, **options)
+
+
+def publish(duckdb_file: str | os.PathLike[str], target: str, progress: Progress | None = None) -> None:
+    """Copy a built DuckDB file into ``target`` (a URL), every table including ``_ehr_*``."""
+    engine_class(target).publish(duckdb_file, target, progress)
+
+
+@contextlib.contextmanager
+def output(target: str | os.PathLike[str], progress: Progress | None = None) -> Iterator[str]:
+    """Where a loader should build: ``target`` itself for a file, else a temporary DuckDB
+    file that is published to the URL when the block succeeds (and removed either way)."""
+    if not is_url(target):
+        yield str(target)
+        return
+    engine_class(target)  # a missing driver fails now, before a long build
+    with tempfile.TemporaryDirectory(prefix="ehr-magic-build-") as folder:
+        path = Path(folder) / "build.duckdb"
+        yield str(path)
+        publish(path, str(target), progress)
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (and without a ``token=`` parameter's value)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}@{hostport}" if user else hostport
+    text = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return re.sub(r"(token=)[^;&/]+", r"\1***", text, flags=re.I)
+
+
+def missing_extra(package: str, extra: str) -> EhrMagicError:
+    """The one-sentence error for an engine whose driver is not installed."""
+    return EhrMagicError(f"This target needs the {package} package; install it with: pip install 'ehr-magic[{extra}]'")
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

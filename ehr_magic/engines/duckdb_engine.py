@@ -1,0 +1,139 @@
+"""DuckDB files: the embedded default engine.
+
+The analysis connection is opened read-only with external file access disabled and
+the configuration locked, so code cannot write to the database, nor read or write
+arbitrary files through SQL (``COPY``, ``read_csv``, ``ATTACH``...). SQL runs as
+written (DuckDB is the dialect the model writes), through ``limits.fetch`` so the
+row cap stops DuckDB early.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from ehr_magic.data.build import META_TABLE
+from ehr_magic.engines.base import Engine, first_line
+from ehr_magic.errors import DatabaseError, ReadOnlyError
+from ehr_magic.safety import limits
+
+_SAFE_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+
+
+class DuckDBEngine(Engine):
+    name = "DuckDB"
+    dialect = "duckdb"
+    remote = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.location = str(path)
+        try:
+            self._con = duckdb.connect(str(path), read_only=True, config={**_SAFE_CONFIG, **limits.duckdb_config()})
+        except duckdb.Error as exc:
+            raise DatabaseError(f"Cannot open {path} as a DuckDB database: {first_line(exc)}") from None
+        self._local = threading.local()
+        self._cursors: list[tuple[threading.Thread, duckdb.DuckDBPyConnection]] = []
+        self._cursor_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, target: str | os.PathLike[str], **options: Any) -> DuckDBEngine:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise DatabaseError(
+                f"No database file at {target}; build one with `ehr-magic data synth --out FILE.duckdb` "
+                "or `ehr-magic data load ...`, or connect to a server URL (postgresql://..., sc://...)."
+            )
+        return cls(path)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None, *,
+              what: str = "the query") -> pl.DataFrame:
+        try:
+            relation = self.cursor().sql(sql, params=params)
+            if relation is None:  # a statement without a result set
+                return pl.DataFrame()
+            return limits.fetch(relation, what=what)
+        except (duckdb.PermissionException, duckdb.InvalidInputException) as exc:
+            raise safety_error(exc) from None
+
+    def query_arrow(self, sql: str, params: list[Any] | None = None, max_rows: int | None = None) -> pa.Table:
+        try:
+            relation = self.cursor().sql(sql, params=params)
+            if relation is None:
+                return pa.table({})
+            if max_rows is not None:
+                relation = relation.limit(max_rows)
+            return relation.fetch_arrow_table()
+        except (duckdb.PermissionException, duckdb.InvalidInputException) as exc:
+            raise safety_error(exc) from None
+
+    def table_columns(self) -> dict[str, dict[str, str]]:
+        rows = self.cursor().execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND table_name NOT LIKE '\\_%' ESCAPE '\\' "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall()
+        tables: dict[str, dict[str, str]] = {}
+        for table, column, dtype in rows:
+            tables.setdefault(table, {})[column] = dtype
+        return tables
+
+    def read_meta(self) -> dict[str, str]:
+        try:
+            rows = self._con.execute(f"SELECT key, value FROM {META_TABLE}").fetchall()
+        except duckdb.CatalogException:
+            return {}
+        return {key: value for key, value in rows}
+
+    def interrupt(self) -> None:
+        with self._cursor_lock:
+            for _, cursor in self._cursors:
+                try:
+                    cursor.interrupt()
+                except duckdb.Error:
+                    pass
+
+    def close(self) -> None:
+        with self._cursor_lock:
+            for _, cursor in self._cursors:
+                cursor.close()
+            self._cursors.clear()
+        self._con.close()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor (DuckDB connections are not safe across threads)."""
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._con.cursor()
+            self._local.cursor = cursor
+            with self._cursor_lock:
+                # Threads come and go (the executor runs each piece of code in a new one).
+                for thread, old in [pair for pair in self._cursors if not pair[0].is_alive()]:
+                    old.close()
+                self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
+                self._cursors.append((threading.current_thread(), cursor))
+        return cursor
+
+
+def safety_error(exc: duckdb.Error) -> Exception:
+    message = first_line(exc)
+    if "read-only" in message:
+        return ReadOnlyError(
+            f"The database is open read-only for analysis, so this statement cannot run ({message}). "
+            "Use SELECT queries; to change the data, rebuild it with `ehr-magic data`."
+        )
+    if "configuration has been locked" in message:
+        return ReadOnlyError(f"Settings of the analysis connection are locked for safety ({message}).")
+    if isinstance(exc, duckdb.PermissionException):
+        return ReadOnlyError(
+            f"File access from SQL is disabled for safety ({message}). Query the tables of the connected database."
+        )
+    return exc
