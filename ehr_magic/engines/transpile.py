@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
+from ehr_magic.engines import spark_sql
 from ehr_magic.errors import EhrMagicError, ReadOnlyError
 
 
@@ -172,10 +173,14 @@ _DUCKDB_ONLY = [
     (lambda n: isinstance(n, exp.Ordered) and isinstance(n.this, exp.Var) and n.this.name.upper() == "ALL",
      "ORDER BY ALL"),
 ]
-DUCKDB_ONLY: dict[str, list[tuple[Callable[[exp.Expression], bool], str]]] = {"postgres": _DUCKDB_ONLY}
-PLACEHOLDERS: dict[str, str] = {"postgres": "${n}"}
+DUCKDB_ONLY: dict[str, list[tuple[Callable[[exp.Expression], bool], str]]] = {
+    "postgres": _DUCKDB_ONLY,
+    "spark": spark_sql.DUCKDB_ONLY,
+}
+PLACEHOLDERS: dict[str, str] = {"postgres": "${n}", "spark": ":p{n}"}
 REWRITES: dict[str, list[Rewrite]] = {
     "postgres": [_pg_arg_extreme, _pg_any_value, _pg_rowid, _pg_round, _pg_subquery_alias],
+    "spark": spark_sql.REWRITES,
 }
 
 
