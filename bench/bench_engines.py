@@ -37,7 +37,7 @@ from ehr_magic.eval.sqlite_dialect import translator_for
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
-sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL server of the tests
+sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL and Spark Connect servers of the tests
 
 
 # -- engines ----------------------------------------------------------------------------------
@@ -67,10 +67,29 @@ def postgres_target(duckdb_file: Path) -> Iterator[str | None]:
         yield server.url("bench")
 
 
+@contextlib.contextmanager
+def spark_target(duckdb_file: Path) -> Iterator[str | None]:
+    url = os.environ.get("EHR_BENCH_SPARK")  # sc://host:port/;database=... of an existing server
+    if url:
+        publish(duckdb_file, url)
+        yield url
+        return
+    from spark_server import spark_connect_server, spark_home
+
+    if spark_home() is None:
+        print("Spark: skipped (no pyspark; pip install 'ehr-magic[spark]' or set EHR_BENCH_SPARK)")
+        yield None
+        return
+    with spark_connect_server() as server:
+        publish(duckdb_file, server.url("bench"))
+        yield server.url("bench")
+
+
 # Engine name -> context manager that serves the benchmark database there (None: unavailable).
 ENGINE_TARGETS: dict[str, Callable[[Path], contextlib.AbstractContextManager[str | None]]] = {
     "DuckDB": duckdb_target,
     "PostgreSQL": postgres_target,
+    "Spark": spark_target,
 }
 
 
