@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -44,11 +45,30 @@ class SparkServer:
         return f"sc://{self.host}:{self.port}" + (f"/;database={database}" if database else "")
 
     def stop(self) -> None:
-        subprocess.run([str(self.spark_home / "sbin" / "stop-connect-server.sh")], env=self.env,
-                       capture_output=True, timeout=60)
+        pids = [int(p.read_text().strip()) for p in (self.folder / "pid").glob("*.pid") if p.read_text().strip()]
+        try:
+            subprocess.run([str(self.spark_home / "sbin" / "stop-connect-server.sh")], env=self.env,
+                           capture_output=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        # The script only asks; a JVM still busy with a query can outlive it, so make sure.
+        deadline = time.monotonic() + 10
+        for pid in pids:
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
     def log(self) -> str:
         return "\n".join(p.read_text(errors="replace")[-3000:] for p in (self.folder / "log").glob("*.out"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def spark_home() -> Path | None:
