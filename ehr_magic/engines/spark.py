@@ -319,7 +319,9 @@ def _unreachable(exc: BaseException) -> bool:
     text = str(exc)
     return any(s in text for s in ("StatusCode.UNAVAILABLE", "failed to connect to all addresses",
                                    "Connection refused", "Socket closed", "Broken pipe", "RetriesExceeded",
-                                   "INVALID_HANDLE.SESSION_CLOSED", "NO_ACTIVE_SESSION"))
+                                   "INVALID_HANDLE.SESSION_CLOSED", "NO_ACTIVE_SESSION",
+                                   # a server shutting down answers the running query with this before it goes
+                                   "stopped SparkContext", "SparkContext was shut down"))
 
 
 def _describe(exc: BaseException, target: Target) -> str:
