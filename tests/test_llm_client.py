@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import stat
 import threading
@@ -407,36 +406,6 @@ def test_keyboard_interrupt_propagates_and_is_logged(fake_llm: FakeLLMServer, cl
     assert entry.status == "interrupted"
     assert entry.response_text == "a "
 
-
-@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
-@pytest.mark.parametrize("stream", [True, False])
-def test_ctrl_c_while_waiting_for_the_server_is_prompt(fake_llm: FakeLLMServer, client: LLMClient, stream: bool) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals reach the main thread only")
-    fake_llm.enqueue(FakeReply(text="never", delay=10))
-    main = threading.main_thread().ident
-    returned = threading.Event()
-
-    def press_stop() -> None:
-        returned.wait(0.3)
-        for _ in range(3):  # as in test_magic: a second press if the first went unnoticed under load
-            if returned.is_set():
-                return
-            signal.pthread_kill(main, signal.SIGINT)
-            returned.wait(0.5)
-
-    timer = threading.Thread(target=press_stop)
-    started = time.monotonic()
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            client.chat(MESSAGES, stream=stream)
-    finally:
-        returned.set()
-        timer.join()
-    assert time.monotonic() - started < 2
-    assert client.audit.entries()[-1].status == "interrupted"
-    assert len(fake_llm.requests) == 1
 
 
 def test_one_client_shared_by_threads(fake_llm: FakeLLMServer, client: LLMClient) -> None:
