@@ -35,7 +35,7 @@ _WIDEN = {
 def publish_tables(spark: Any, duckdb_file: str | os.PathLike[str], database: str,
                    progress: Progress | None = None) -> list[str]:
     """Copy every table of ``duckdb_file`` into ``database``; the names of the tables written."""
-    source = duckdb.connect(str(duckdb_file), read_only=True)
+    source = _open_source(duckdb_file)
     try:
         tables = [row[0] for row in source.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
@@ -68,6 +68,20 @@ def publish_tables(spark: Any, duckdb_file: str | os.PathLike[str], database: st
         return tables
     finally:
         source.close()
+
+
+
+def _open_source(duckdb_file: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(duckdb_file), read_only=True)
+    except duckdb.ConnectionException as exc:
+        if "different configuration" not in str(exc):
+            raise
+        # An ``EHR`` in this process has the file open: DuckDB wants the same settings.
+        from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG
+        from ehr_magic.safety import limits
+
+        return duckdb.connect(str(duckdb_file), read_only=True, config={**_SAFE_CONFIG, **limits.duckdb_config()})
 
 
 def _copy_table(spark: Any, source: duckdb.DuckDBPyConnection, table: str, destination: str) -> None:
