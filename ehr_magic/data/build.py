@@ -18,6 +18,7 @@ import duckdb
 from ehr_magic.errors import DataSourceError
 
 META_TABLE = "_ehr_meta"
+KNOWLEDGE_TABLE = "_ehr_knowledge"  # (schema, yaml): knowledge that travels with the data
 
 
 def write_metadata(
@@ -49,6 +50,16 @@ def write_metadata(
     }
     con.execute(f"CREATE OR REPLACE TABLE {META_TABLE} (key VARCHAR PRIMARY KEY, value VARCHAR)")
     con.executemany(f"INSERT INTO {META_TABLE} VALUES (?, ?)", list(values.items()))
+
+
+def write_knowledge(con: duckdb.DuckDBPyConnection, schema: str, text: str) -> None:
+    """Store a knowledge file's text in the database, replacing any stored before.
+
+    ``EHR.knowledge`` prefers it to a packaged file; publishing to a server copies it
+    with the data tables, like ``_ehr_meta``.
+    """
+    con.execute(f"CREATE OR REPLACE TABLE {KNOWLEDGE_TABLE} (schema VARCHAR PRIMARY KEY, yaml VARCHAR NOT NULL)")
+    con.execute(f"INSERT INTO {KNOWLEDGE_TABLE} VALUES (?, ?)", [schema, text])
 
 
 @contextlib.contextmanager

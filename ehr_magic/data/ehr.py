@@ -168,10 +168,18 @@ class EHR:
 
     @cached_property
     def knowledge(self):  # -> Knowledge | None
-        """Human descriptions of this schema's tables and columns (None if none ship)."""
+        """Human descriptions of this schema's tables and columns (None if none ship).
+
+        Knowledge stored in the database (drafted by ``data load csv`` or imported with
+        ``data knowledge --import``) comes before the packaged file of the schema.
+        """
         from ehr_magic.data import knowledge
 
         try:
+            stored = self._engine.read_knowledge().get(self.schema)
+            if stored is not None:
+                return knowledge.parse(stored, source=f"{self.location} (stored knowledge)",
+                                       expected_schema=self.schema)
             return knowledge.load(self.schema)
         except EhrMagicError:
             return None

@@ -49,7 +49,7 @@ import yaml
 
 from ehr_magic.errors import EhrMagicError
 
-__all__ = ["Knowledge", "TableInfo", "available", "load"]
+__all__ = ["Knowledge", "TableInfo", "available", "load", "parse"]
 
 _SUFFIXES = (".yaml", ".yml")
 _TOP_REQUIRED = ("schema", "version", "title", "introduction", "tables")
@@ -148,6 +148,27 @@ class Knowledge:
         """``(table, column)`` pairs whose distinct values are worth looking up."""
         return [(info.name, column) for info in self.tables.values() for column in info.vocabulary]
 
+    def to_yaml(self) -> str:
+        """This knowledge as a knowledge file (``parse(k.to_yaml(), ...) == k``)."""
+        tables: dict[str, dict[str, Any]] = {}
+        for info in self.tables.values():
+            body: dict[str, Any] = {} if info.module is None else {"module": info.module}
+            body["row"] = info.row
+            if info.description:
+                body["description"] = info.description
+            body["columns"] = dict(info.columns)
+            if info.joins:
+                body["joins"] = list(info.joins)
+            if info.vocabulary:
+                body["vocabulary"] = list(info.vocabulary)
+            tables[info.name] = body
+        data: dict[str, Any] = {"schema": self.schema, "version": self.version, "title": self.title,
+                                "introduction": self.introduction}
+        if self.conventions:
+            data["conventions"] = list(self.conventions)
+        data["tables"] = tables
+        return yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=110)
+
 
 def load(schema: str, extra_dirs: ExtraDirs = None) -> Knowledge:
     """The knowledge of ``schema``, from the first of ``extra_dirs`` holding
@@ -229,6 +250,27 @@ def _dirs(extra_dirs: ExtraDirs) -> list[Path]:
 
 
 # -- validation ------------------------------------------------------------------------------
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line text as ``|`` blocks, so an exported file reads like a written one."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text.strip() else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_text)
+
+
+def parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
+    """Knowledge from the text of a knowledge file, validated as packaged files are.
+
+    ``source`` names where the text came from in error messages; the text must declare
+    ``schema: <expected_schema>``. Raises ``EhrMagicError`` with one sentence otherwise.
+    """
+    return _parse(text, source=source, expected_schema=expected_schema)
 
 
 class _Malformed(Exception):

@@ -35,6 +35,7 @@ The interface (``Engine``), for an engine author
         DuckDB-style type names (``TIMESTAMP``, ``BIGINT``, ``VARCHAR``, ``DOUBLE``,
         ``DATE``, ``DECIMAL(p,s)``...), so type tests written for DuckDB keep working.
     ``read_meta() -> {key: value}``  the ``_ehr_meta`` table ({} if there is none).
+    ``read_knowledge() -> {schema: yaml}``  the ``_ehr_knowledge`` table ({} if there is none).
     ``interrupt()``  stop every query running on this engine (from another thread).
     ``close()``
     ``Engine.publish(duckdb_file, target, progress=None) -> None``  (classmethod)
@@ -121,6 +122,9 @@ class Engine:
 
     def read_meta(self) -> dict[str, str]:
         raise NotImplementedError
+
+    def read_knowledge(self) -> dict[str, str]:
+        return {}  # an engine that cannot read the table has no stored knowledge
 
     def interrupt(self) -> None:
         raise NotImplementedError

@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from ehr_magic.data.build import META_TABLE
+from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, first_line
 from ehr_magic.errors import DatabaseError, ReadOnlyError
 from ehr_magic.safety import limits
@@ -87,9 +87,15 @@ class DuckDBEngine(Engine):
         return tables
 
     def read_meta(self) -> dict[str, str]:
+        return self._pairs(f"SELECT key, value FROM {META_TABLE}")
+
+    def read_knowledge(self) -> dict[str, str]:
+        return self._pairs(f"SELECT schema, yaml FROM {KNOWLEDGE_TABLE}")
+
+    def _pairs(self, sql: str) -> dict[str, str]:
         try:
-            rows = self._con.execute(f"SELECT key, value FROM {META_TABLE}").fetchall()
-        except duckdb.CatalogException:
+            rows = self._con.execute(sql).fetchall()
+        except duckdb.CatalogException:  # a database built without that table
             return {}
         return {key: value for key, value in rows}
 

@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ehr_magic.data.build import META_TABLE
+from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError
 
@@ -164,10 +164,16 @@ class PostgresEngine(Engine):
         return dict(sorted(tables.items()))
 
     def read_meta(self) -> dict[str, str]:
-        found = self._rows(f"SELECT to_regclass('{META_TABLE}') IS NOT NULL")
+        return self._pairs(META_TABLE, "key, value")
+
+    def read_knowledge(self) -> dict[str, str]:
+        return self._pairs(KNOWLEDGE_TABLE, "schema, yaml")
+
+    def _pairs(self, table: str, columns: str) -> dict[str, str]:
+        found = self._rows(f"SELECT to_regclass('{table}') IS NOT NULL")
         if not found or not found[0][0]:
             return {}
-        return {key: value for key, value in self._rows(f"SELECT key, value FROM {META_TABLE}")}
+        return {key: value for key, value in self._rows(f"SELECT {columns} FROM {table}")}
 
     def interrupt(self) -> None:
         with self._lock:

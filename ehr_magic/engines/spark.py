@@ -33,7 +33,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ehr_magic.data.build import META_TABLE
+from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError
 
@@ -165,10 +165,16 @@ class SparkEngine(Engine):
         return dict(sorted(tables.items()))
 
     def read_meta(self) -> dict[str, str]:
-        if META_TABLE not in self._table_names():
+        return self._pairs(META_TABLE, "key", "value")
+
+    def read_knowledge(self) -> dict[str, str]:
+        return self._pairs(KNOWLEDGE_TABLE, "schema", "yaml")
+
+    def _pairs(self, table: str, key: str, value: str) -> dict[str, str]:
+        if table not in self._table_names():
             return {}
-        table = self.query_arrow(f"SELECT key, value FROM `{self.database}`.`{META_TABLE}`")
-        return dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+        rows = self.query_arrow(f"SELECT `{key}`, `{value}` FROM `{self.database}`.`{table}`")
+        return dict(zip(rows.column(key).to_pylist(), rows.column(value).to_pylist()))
 
     def interrupt(self) -> None:
         with contextlib.suppress(Exception):

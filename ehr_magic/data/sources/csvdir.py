@@ -22,6 +22,7 @@ from ehr_magic.errors import DataSourceError
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int, int], None]
+Finish = Callable[[duckdb.DuckDBPyConnection, "LoadReport"], "dt.datetime | None"]
 SUFFIXES = (".csv.gz", ".csv", ".parquet")
 
 
@@ -73,13 +74,16 @@ def load_tables(
     now: dt.datetime | str | None = None,
     missing: list[str] | None = None,
     progress: Progress | None = None,
+    finish: Finish | None = None,
 ) -> LoadReport:
     """Write every ``table -> file`` into a new database at ``out``, atomically.
 
     Column names are lowercased. ``type_overrides`` fixes the type of columns by name
     wherever they occur (ids as BIGINT, codes as VARCHAR...), or of one table's column
     with a ``"table.column"`` key. Without ``now``, the
-    clock is the latest timestamp found in the data.
+    clock is the latest timestamp found in the data. ``finish(con, report)`` runs inside
+    the same atomic build once every table is in (e.g. to draft and store knowledge);
+    a datetime it returns is the clock unless ``now`` was given.
     """
     report = LoadReport(missing=list(missing or []))
     if not files:
@@ -91,7 +95,8 @@ def load_tables(
             report.tables[table] = _load_one(con, table, path, type_overrides)
         if progress:
             progress("done", len(files), len(files))
-        anchor = now if now is not None else latest_timestamp(con)
+        drafted_now = finish(con, report) if finish else None
+        anchor = now if now is not None else (drafted_now or latest_timestamp(con))
         if isinstance(anchor, dt.datetime):
             anchor = anchor.strftime("%Y-%m-%d %H:%M:%S")
         report.now = str(anchor)
