@@ -29,6 +29,7 @@ class SourceSpec:
     summary: str
     inputs: str  # what the user passes, for help texts
     load: Loader
+    options: tuple[str, ...] = ()  # extra keyword options ``load`` takes (e.g. "schema")
 
 
 def _load_mimic_iv(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
@@ -45,11 +46,20 @@ def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progres
     return ehrsql.load(inputs[0], out, now=now or ehrsql.EHRSQL_NOW, progress=progress)
 
 
+def _load_csv_folder(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None,
+                     schema: str | None = None) -> LoadReport:
+    from ehr_magic.data.sources import csv_folder
+
+    return csv_folder.load(inputs, out, now=now, progress=progress, schema=schema)
+
+
 BUILTIN_SOURCES = (
     SourceSpec("mimic-iv", "mimic_iv", "MIMIC-IV hosp/ and icu/ CSV or parquet files (demo or full)",
                "DIR [DIR ...]", _load_mimic_iv),
     SourceSpec("ehrsql", "ehrsql_mimic_iv", "an EHRSQL benchmark SQLite database (e.g. EHRSQL-2024 MIMIC-IV)",
                "FILE.sqlite", _load_ehrsql),
+    SourceSpec("csv", "csv_<folder>", "any folder of CSV, CSV.gz or parquet files, one table per file, "
+               "with knowledge drafted from the data", "DIR", _load_csv_folder, options=("schema",)),
 )
 
 
@@ -64,9 +74,14 @@ def sources() -> dict[str, SourceSpec]:
 
 
 def load(name: str, inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
-         now: dt.datetime | str | None = None, progress: Progress | None = None) -> LoadReport:
-    """Build ``out`` from ``inputs`` with the source called ``name``."""
+         now: dt.datetime | str | None = None, progress: Progress | None = None, **options: object) -> LoadReport:
+    """Build ``out`` from ``inputs`` with the source called ``name`` (``options``: see ``SourceSpec.options``)."""
     known = sources()
     if name not in known:
         raise DataSourceError(f"Unknown source {name!r}; known sources: {', '.join(known)}.")
-    return known[name].load([str(i) for i in inputs], str(out), now=now, progress=progress)
+    spec = known[name]
+    given = {key: value for key, value in options.items() if value is not None}
+    unknown = [key for key in given if key not in spec.options]
+    if unknown:
+        raise DataSourceError(f"The {name} source takes no --{unknown[0]} option; leave it out.")
+    return spec.load([str(i) for i in inputs], str(out), now=now, progress=progress, **given)
