@@ -33,8 +33,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--out", required=True, help="output file (mimic.duckdb) or server URL "
                       "(postgresql://user@host/db[?search_path=schema], sc://host:15002[/;database=name])")
     load.add_argument("--now", help="override the dataset's current time, e.g. '2180-01-01 00:00:00'")
+    load.add_argument("--schema", help="csv only: the schema id that keys knowledge and memory "
+                      "(default csv_<folder name>)")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
     load.set_defaults(func=run_load)
+
+    know = data.add_parser("knowledge", help="show, export or import the knowledge of a database",
+                           description="Show the knowledge (table and column descriptions, joins, lookup columns) "
+                           "a database is described with; export it to a YAML file to read and edit, and import "
+                           "the edited file back (validated against the database first).")
+    know.add_argument("file", help="a .duckdb file built by ehr-magic, or a server URL")
+    action = know.add_mutually_exclusive_group()
+    action.add_argument("--export", metavar="FILE.yaml", help="write the knowledge to this file")
+    action.add_argument("--import", dest="import_file", metavar="FILE.yaml",
+                        help="replace the stored knowledge with this file")
+    know.set_defaults(func=run_knowledge)
 
     get = data.add_parser("fetch", help="download an open dataset (checksums verified)")
     get.add_argument("dataset", choices=["mimic-iv-demo"], help="what to download")
@@ -68,7 +81,7 @@ def run_synth(args: argparse.Namespace) -> int:
 
 def run_load(args: argparse.Namespace) -> int:
     with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress, output(args.out, progress) as out:
-        report = sources.load(args.source, args.inputs, out, now=args.now, progress=progress)
+        report = sources.load(args.source, args.inputs, out, now=args.now, progress=progress, schema=args.schema)
     print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, now = {report.now}.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
@@ -95,4 +108,38 @@ def run_info(args: argparse.Namespace) -> int:
     width = max(len(t) for t in info["tables"]) if info["tables"] else 0
     for table, rows in info["tables"].items():
         print(f"  {table:<{width}}  {rows:>12,}")
+    return 0
+
+
+def run_knowledge(args: argparse.Namespace) -> int:
+    from ehr_magic.data import knowledge_store
+
+    if args.export:
+        knowledge = knowledge_store.export_knowledge(args.file, args.export)
+        print(f"Wrote {args.export}: knowledge of schema {knowledge.schema}, {len(knowledge.tables)} tables. "
+              f"Edit it, then: ehr-magic data knowledge {redact(args.file)} --import {args.export}")
+        return 0
+    if args.import_file:
+        knowledge = knowledge_store.import_knowledge(args.file, args.import_file)
+        print(f"Imported {args.import_file} into {redact(args.file)}: schema {knowledge.schema}, "
+              f"{len(knowledge.tables)} tables described.")
+        return 0
+    with connect(args.file) as ehr:
+        knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge
+        print(f"{ehr.location}\n  schema {ehr.schema}  now {ehr.now:%Y-%m-%d %H:%M:%S}")
+    if knowledge is None:
+        print("  no knowledge: the model sees bare table and column names. Write a knowledge file and "
+              "import it with --import FILE.yaml.")
+        return 0
+    origin = "stored in the database" if stored else f"packaged ({knowledge.source})"
+    joins = sum(len(info.joins) for info in knowledge.tables.values())
+    undescribed = [t for t in tables if t not in knowledge.tables]
+    print(f"  knowledge: {knowledge.title}, {origin}")
+    print(f"  {len(knowledge.tables)} tables described, {joins} joins, "
+          f"{len(knowledge.vocabulary_columns())} lookup columns"
+          + (f"; not described: {', '.join(undescribed)}" if undescribed else ""))
+    width = max(len(name) for name in knowledge.tables)
+    for info in knowledge.tables.values():
+        print(f"  {info.name:<{width}}  {info.row}")
+    print(f"Read or edit it all: ehr-magic data knowledge {redact(str(args.file))} --export FILE.yaml")
     return 0

@@ -176,13 +176,18 @@ class EHR:
         from ehr_magic.data import knowledge
 
         try:
-            stored = self._engine.read_knowledge().get(self.schema)
+            stored = self.stored_knowledge
             if stored is not None:
                 return knowledge.parse(stored, source=f"{self.location} (stored knowledge)",
                                        expected_schema=self.schema)
             return knowledge.load(self.schema)
         except EhrMagicError:
             return None
+
+    @cached_property
+    def stored_knowledge(self) -> str | None:
+        """The knowledge file text stored in the database for its schema, if any."""
+        return self._engine.read_knowledge().get(self.schema)
 
     def info(self) -> dict[str, Any]:
         """What the database is: schema, dataset, clock and row counts."""
