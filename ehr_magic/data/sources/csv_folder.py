@@ -14,7 +14,9 @@ build, and travels with it to a server target.
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import gzip
 import os
 import re
 from collections.abc import Iterable
@@ -106,6 +108,8 @@ def load(
     given = parse_time(now) if now is not None else None
 
     def finish(con: duckdb.DuckDBPyConnection, report: LoadReport) -> dt.datetime | None:
+        for table, path in files.items():
+            _check_shape(con, table, path)
         if progress:
             progress("drafting knowledge", len(files), len(files))
         notes = _drop_time_zones(con, files)
@@ -115,6 +119,30 @@ def load(
 
     return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
                        now=now, progress=progress, finish=finish)
+
+
+def _check_shape(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> None:
+    """Refuse a CSV that DuckDB could only read as one column of whole lines: a row with a
+    different number of fields makes its sniffer give up on the delimiter."""
+    if path.name.lower().endswith(".parquet"):
+        return
+    columns = con.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+                          "AND table_name = ?", [table]).fetchall()
+    if len(columns) != 1 or not any(mark in columns[0][0] for mark in ",;\t|"):
+        return
+    header = columns[0][0]
+    delimiter = max(",;\t|", key=header.count)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        width = len(next(reader, []))
+        for row in reader:
+            if len(row) != width:
+                raise DataSourceError(
+                    f"Cannot read {path} as a table: line {reader.line_num} has {len(row)} fields where the header "
+                    f"has {width}; fix that row (or quote its {delimiter!r} characters) and load again.")
+    raise DataSourceError(f"Cannot read {path} as a table: DuckDB found no consistent delimiter; check that every "
+                          "row has as many fields as the header.")
 
 
 def _drop_time_zones(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> tuple[str, ...]:

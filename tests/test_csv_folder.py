@@ -1,0 +1,311 @@
+"""`ehr-magic data load csv`: any folder of table files, with knowledge drafted from the data.
+
+Built from the real Synthea sample in ../shared/data; knowledge export/import through the
+CLI as a user runs it, on a DuckDB file and on a real PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+import ehr_magic
+from datapaths import SHARED_DATA
+from ehr_magic.agent.hints import value_hints
+from ehr_magic.data import knowledge as knowledge_files
+from ehr_magic.data import sources
+from ehr_magic.errors import DataSourceError
+from ehr_magic.safety import privacy
+
+SYNTHEA = SHARED_DATA / "synthea-dbt-synthea-seeds" / "synthea"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ehr_magic", *args], capture_output=True, text=True,
+                          env=os.environ.copy(), timeout=300)
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def synthea_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("synthea") / "synthea.duckdb"
+    sources.load("csv", [SYNTHEA], out)
+    return out
+
+
+@pytest.fixture()
+def ehr(synthea_db: Path):
+    with ehr_magic.connect(synthea_db) as connected:
+        yield connected
+
+
+def test_every_file_is_a_table_with_the_files_row_count(ehr) -> None:
+    files = sorted(SYNTHEA.glob("*.csv"))
+    assert len(files) == 18 and ehr.tables() == [f.stem for f in files]
+    for path in files:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = sum(1 for _ in csv.reader(handle)) - 1  # the header
+        assert ehr.count(path.stem) == rows, path.name
+    assert ehr.count("patients") == 27
+    assert ehr.schema == "csv_synthea" and ehr.meta["source"] == "csv-folder"
+
+
+def test_types_are_inferred_from_the_whole_file_and_times_lose_their_zone(ehr) -> None:
+    encounters = ehr.columns("encounters")
+    assert encounters["start"] == "TIMESTAMP" and encounters["total_claim_cost"] == "DOUBLE"
+    assert ehr.columns("conditions")["start"] == "DATE"
+    # '2023-01-27T16:17:47Z' is the same instant, as a plain UTC time.
+    first = ehr.sql("SELECT min(start) AS s FROM encounters WHERE id = '57f2562b-445c-f11c-ba40-edc55af3c84f'").item()
+    assert first == dt.datetime(2023, 1, 27, 16, 17, 47)
+    # Zip codes keep their leading zeros.
+    assert ehr.columns("organizations")["zip"] == "VARCHAR" and ehr.columns("payers")["zip"] == "VARCHAR"
+    assert ehr.sql("SELECT zip FROM organizations WHERE name = 'STURDY MEMORIAL HOSPITAL'").item() == "02703"
+
+
+def test_the_drafted_knowledge_is_stored_valid_and_round_trips(ehr) -> None:
+    knowledge = ehr.knowledge
+    assert knowledge is not None and ehr.stored_knowledge is not None
+    assert knowledge.schema == "csv_synthea" and set(knowledge.tables) == set(ehr.tables())
+    assert "drafted from the data" in knowledge.introduction and "check and improve it" in knowledge.introduction
+    again = knowledge_files.parse(knowledge.to_yaml(), source="test", expected_schema="csv_synthea")
+    assert again == knowledge
+    for info in knowledge.tables.values():  # every column of every table, each described
+        assert list(info.columns) == list(ehr.columns(info.name)), info.name
+
+
+def test_keys_and_joins_found_from_names_and_values(ehr) -> None:
+    tables = ehr.knowledge.tables
+    assert tables["patients"].description == "Each row has its own id."
+    assert tables["encounters"].columns["id"].startswith("VARCHAR, the key")
+    assert tables["conditions"].description == "No single column identifies a row."
+    joins = {join for info in tables.values() for join in info.joins}
+    expected = {
+        "patients ON encounters.patient = patients.id",  # a name without _id (Synthea's style)
+        "payers ON encounters.payer = payers.id",
+        "organizations ON providers.organization = organizations.id",
+        "claims ON claims_transactions.claimid = claims.id",  # name + id
+        "providers ON claims.supervisingproviderid = providers.id",  # a role before the name
+        "encounters ON claims.appointmentid = encounters.id",  # from identifier values alone
+        "organizations ON claims_transactions.placeofservice = organizations.id",
+        "payers ON claims.primarypatientinsuranceid = payers.id",  # identifiers beside '0' placeholders
+    }
+    assert expected <= joins
+    assert not tables["patients"].joins  # nothing in patients refers to another table
+    # Numbers that happen to overlap are no join (departmentid 1-20 vs nothing keyed by integers).
+    assert not any("departmentid" in join for join in joins)
+    assert "refers to patients.id" in tables["conditions"].columns["patient"]
+
+
+def test_value_lists_ranges_and_privacy(ehr) -> None:
+    tables = ehr.knowledge.tables
+    encounter_class = tables["encounters"].columns["encounterclass"]
+    assert "6 values" in encounter_class and "'ambulatory'" in encounter_class and "'emergency'" in encounter_class
+    assert {"encounterclass", "description"} <= set(tables["encounters"].vocabulary)
+    assert "1968-01-21" in tables["encounters"].columns["start"] and "2024-02-02" in tables["encounters"].columns["start"]
+    assert "numbers written as text" in tables["observations"].columns["value"]
+    assert "always empty" in tables["allergies"].columns["stop"]
+    # Personal data is neither listed nor offered for lookup.
+    patients = tables["patients"]
+    assert {"gender", "race"} <= set(patients.vocabulary)
+    assert not {"first", "last", "ssn", "address", "city", "zip", "birthplace"} & set(patients.vocabulary)
+    text = ehr.knowledge.to_yaml()
+    for name in ehr.sql("SELECT first, last, ssn, address FROM patients").rows():
+        assert not any(value in text for value in name)
+    assert "ownername" not in tables["payer_transitions"].vocabulary
+
+
+def test_the_clock_is_the_latest_event_not_a_planned_end(ehr) -> None:
+    # payer_transitions.end_year runs to 2025-02-06 (coverage planned ahead); events stop in February 2024.
+    latest_end = ehr.sql("SELECT max(end_year) AS e FROM payer_transitions").item()
+    assert latest_end.year == 2025
+    assert ehr.now == dt.datetime(2024, 2, 7, 23, 24, 16)
+    intro = ehr.knowledge.introduction
+    assert "ehr.now) is 2024-02-07 23:24:16" in intro and "payer_transitions.end_year" in intro
+
+
+def test_lookup_hints_and_privacy_use_the_drafted_vocabulary(ehr) -> None:
+    assert ehr.lookup("encounters", "encounterclass", "Emergency")[0] == "emergency"
+    assert ehr.lookup("conditions", "description", "viral pharyngitis")[0] == "Acute viral pharyngitis (disorder)"
+    code = "answer = ehr.sql(\"SELECT count(*) AS n FROM encounters WHERE encounterclass = 'Emergency'\").item()"
+    hints = value_hints(code, ehr)
+    assert [(h.table, h.column, h.closest[0]) for h in hints] == [("encounters", "encounterclass", "emergency")]
+    # Drafted lookup columns are dictionary columns: their hints may reach the model at the strictest level.
+    assert privacy.filter_hints(hints, ehr, "schema") == hints
+    assert privacy.is_dictionary_column(ehr, "encounters", "encounterclass")
+    assert not privacy.is_dictionary_column(ehr, "patients", "first")
+
+
+def test_each_folder_has_its_own_schema_and_schema_can_be_chosen(tmp_path: Path) -> None:
+    folder = tmp_path / "Clinic 2024"
+    folder.mkdir()
+    shutil.copy(SYNTHEA / "patients.csv", folder / "Patients.csv")
+    shutil.copy(SYNTHEA / "encounters.csv", folder / "encounter-list.csv")
+    report = sources.load("csv", [folder], tmp_path / "a.duckdb")
+    assert set(report.tables) == {"patients", "encounter_list"}
+    with ehr_magic.connect(tmp_path / "a.duckdb") as ehr:
+        assert ehr.schema == "csv_clinic_2024" and ehr.knowledge.schema == "csv_clinic_2024"
+        assert "patients ON encounter_list.patient = patients.id" in ehr.knowledge.tables["encounter_list"].joins
+    sources.load("csv", [folder], tmp_path / "b.duckdb", schema="clinic_b")
+    with ehr_magic.connect(tmp_path / "b.duckdb") as ehr:
+        assert ehr.schema == "clinic_b" and ehr.knowledge.schema == "clinic_b"
+    with pytest.raises(DataSourceError, match="packaged description of another dataset"):
+        sources.load("csv", [folder], tmp_path / "c.duckdb", schema="mimic_iv")
+    assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_parquet_and_gzip_files_load_too(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    duckdb.execute(f"COPY (SELECT * FROM read_csv('{SYNTHEA / 'patients.csv'}')) TO '{folder / 'patients.parquet'}'")
+    (folder / "encounters.csv.gz").write_bytes(gzip.compress((SYNTHEA / "encounters.csv").read_bytes()))
+    report = sources.load("csv", [folder], tmp_path / "m.duckdb", now="2030-01-01 00:00:00")
+    assert report.tables == {"encounters": 604, "patients": 27}
+    with ehr_magic.connect(tmp_path / "m.duckdb") as ehr:
+        assert ehr.now == dt.datetime(2030, 1, 1)
+        assert "set to 2030-01-01" in ehr.knowledge.introduction
+        assert "patients ON encounters.patient = patients.id" in ehr.knowledge.tables["encounters"].joins
+
+
+def _bad_folders(root: Path) -> dict[str, tuple[Path, list[str]]]:
+    """name -> (folder, words the one-sentence error must contain)."""
+    cases: dict[str, tuple[Path, list[str]]] = {}
+    empty = root / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "notes.txt").write_text("not a table")
+    cases["empty"] = (empty, ["No .csv, .csv.gz or .parquet files", str(empty)])
+    nested = root / "nested"
+    (nested / "hosp").mkdir(parents=True)
+    shutil.copy(SYNTHEA / "devices.csv", nested / "hosp" / "devices.csv")
+    cases["nested"] = (nested, ["subfolders hosp"])
+    case_clash = root / "case"
+    case_clash.mkdir()
+    shutil.copy(SYNTHEA / "patients.csv", case_clash / "Patients.csv")
+    shutil.copy(SYNTHEA / "patients.csv", case_clash / "patients.csv")
+    cases["case clash"] = (case_clash, ["Patients.csv", "patients.csv", "both become table patients"])
+    kind_clash = root / "kind"
+    kind_clash.mkdir()
+    shutil.copy(SYNTHEA / "devices.csv", kind_clash / "devices.csv")
+    duckdb.execute(f"COPY (SELECT 1 AS a) TO '{kind_clash / 'devices.parquet'}'")
+    cases["kind clash"] = (kind_clash, ["devices.csv", "devices.parquet", "both become table devices"])
+    ragged = root / "ragged"
+    ragged.mkdir()
+    shutil.copy(SYNTHEA / "patients.csv", ragged / "patients.csv")
+    (ragged / "visits.csv").write_text("id,patient,kind\n1,a,x\n2,b,y,EXTRA,MORE\n3,c,z\n")
+    cases["ragged row"] = (ragged, ["visits.csv"])
+    corrupt = root / "corrupt"
+    corrupt.mkdir()
+    shutil.copy(SYNTHEA / "patients.csv", corrupt / "patients.csv")
+    data = gzip.compress((SYNTHEA / "encounters.csv").read_bytes())
+    (corrupt / "encounters.csv.gz").write_bytes(data[: len(data) // 2])
+    cases["corrupt gzip"] = (corrupt, ["encounters.csv.gz"])
+    return cases
+
+
+def test_bad_input_is_one_sentence_and_leaves_no_database(tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for name, (folder, words) in _bad_folders(tmp_path).items():
+        out = out_dir / f"{name.replace(' ', '_')}.duckdb"
+        line = one_error_line(run("data", "load", "csv", str(folder), "--out", str(out), "--quiet"))
+        for word in words:
+            assert word in line, (name, line)
+        assert list(out_dir.iterdir()) == [], (name, list(out_dir.iterdir()))  # no file, no temporary file
+
+
+def test_knowledge_export_edit_import_on_a_duckdb_file(synthea_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    shutil.copy(synthea_db, db)
+    summary = run("data", "knowledge", str(db))
+    assert summary.returncode == 0, summary.stderr
+    assert "stored in the database" in summary.stdout and "18 tables described" in summary.stdout
+    exported = tmp_path / "s.yaml"
+    assert run("data", "knowledge", str(db), "--export", str(exported)).returncode == 0
+    data = yaml.safe_load(exported.read_text())
+    data["tables"]["encounters"]["row"] = "One row per visit of a patient."
+    data["tables"]["encounters"]["vocabulary"].append("code")
+    exported.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run("data", "knowledge", str(db), "--import", str(exported))
+    assert done.returncode == 0, done.stderr
+    with ehr_magic.connect(db) as ehr:
+        assert ehr.knowledge.tables["encounters"].row == "One row per visit of a patient."
+        assert "code" in ehr.knowledge.tables["encounters"].vocabulary
+        stored = ehr.stored_knowledge
+    mistakes = [
+        (("tables", "payer_transition"), "table 'payer_transition'", "did you mean 'payer_transitions'?"),
+        (("column", "patinet"), "column encounters.patinet", "did you mean 'patient'?"),
+        (("vocabulary", "encounterclas"), "encounters.encounterclas", "did you mean 'encounterclass'?"),
+        (("join", "patients ON encounters.patient = patients.idd"), "'idd'", "did you mean 'id'?"),
+        (("schema", "csv_other"), "describes schema 'csv_other'", "schema: csv_synthea"),
+    ]
+    for (kind, value), *words in mistakes:
+        broken = yaml.safe_load(exported.read_text())
+        encounters = broken["tables"]["encounters"]
+        if kind == "tables":
+            broken["tables"][value] = broken["tables"].pop("payer_transitions")
+        elif kind == "column":
+            encounters["columns"][value] = "a typo"
+        elif kind == "vocabulary":
+            encounters["columns"][value] = "a typo"
+            encounters["vocabulary"] = [value]
+        elif kind == "join":
+            encounters["joins"] = [value]
+        else:
+            broken["schema"] = value
+        bad = tmp_path / f"bad-{kind}.yaml"
+        bad.write_text(yaml.safe_dump(broken, sort_keys=False))
+        line = one_error_line(run("data", "knowledge", str(db), "--import", str(bad)))
+        for word in words:
+            assert word in line, (kind, line)
+        with ehr_magic.connect(db) as ehr:
+            assert ehr.stored_knowledge == stored, kind  # nothing was written
+
+
+def test_export_of_a_packaged_schema(ehrsql_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ehrsql.yaml"
+    done = run("data", "knowledge", str(ehrsql_db), "--export", str(out))
+    assert done.returncode == 0, done.stderr
+    assert knowledge_files.parse(out.read_text(), source=str(out), expected_schema="ehrsql_mimic_iv") == \
+        knowledge_files.load("ehrsql_mimic_iv")
+    summary = run("data", "knowledge", str(ehrsql_db))
+    assert "packaged (ehr_magic/data/schemas/ehrsql_mimic_iv.yaml)" in summary.stdout
+
+
+def test_postgres_target_carries_the_drafted_knowledge_and_imports_into_it(pg_server, tmp_path: Path) -> None:
+    pg_server.execute("CREATE DATABASE synthea")
+    url = pg_server.url("synthea")
+    done = run("data", "load", "csv", str(SYNTHEA), "--out", url, "--quiet")
+    assert done.returncode == 0, done.stderr
+    with ehr_magic.connect(url) as ehr:
+        assert ehr.schema == "csv_synthea" and ehr.now == dt.datetime(2024, 2, 7, 23, 24, 16)
+        assert "patients ON encounters.patient = patients.id" in ehr.knowledge.tables["encounters"].joins
+        assert ehr.lookup("encounters", "encounterclass", "Emergency")[0] == "emergency"
+        assert ehr.count("claims_transactions") == 5228
+    exported = tmp_path / "pg.yaml"
+    assert run("data", "knowledge", url, "--export", str(exported)).returncode == 0
+    data = yaml.safe_load(exported.read_text())
+    data["introduction"] = "Synthea patients, checked by an analyst."
+    exported.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run("data", "knowledge", url, "--import", str(exported))
+    assert done.returncode == 0, done.stderr
+    with ehr_magic.connect(url) as ehr:
+        assert ehr.knowledge.introduction == "Synthea patients, checked by an analyst."
+    info = json.loads(run("data", "info", url, "--json").stdout)
+    assert "_ehr_knowledge" not in info["tables"] and info["tables"]["patients"] == 27
