@@ -309,3 +309,26 @@ def test_postgres_target_carries_the_drafted_knowledge_and_imports_into_it(pg_se
         assert ehr.knowledge.introduction == "Synthea patients, checked by an analyst."
     info = json.loads(run("data", "info", url, "--json").stdout)
     assert "_ehr_knowledge" not in info["tables"] and info["tables"]["patients"] == 27
+
+
+def test_spark_target_carries_the_drafted_knowledge_and_imports_into_it(spark_server, tmp_path: Path) -> None:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    for name in ("patients.csv", "encounters.csv"):
+        shutil.copy(SYNTHEA / name, folder / name)
+    url = spark_server.url("csv_small")
+    done = run("data", "load", "csv", str(folder), "--out", url, "--quiet")
+    assert done.returncode == 0, done.stderr
+    with ehr_magic.connect(url) as ehr:
+        assert ehr.schema == "csv_small" and ehr.stored_knowledge is not None
+        assert "patients ON encounters.patient = patients.id" in ehr.knowledge.tables["encounters"].joins
+    exported = tmp_path / "spark.yaml"
+    assert run("data", "knowledge", url, "--export", str(exported)).returncode == 0
+    data = yaml.safe_load(exported.read_text())
+    data["tables"]["patients"]["row"] = "One row per patient."
+    exported.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = run("data", "knowledge", url, "--import", str(exported))
+    assert done.returncode == 0, done.stderr
+    with ehr_magic.connect(url) as ehr:
+        assert ehr.knowledge.tables["patients"].row == "One row per patient."
+        assert ehr.count("encounters") == 604

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from datapaths import SHARED_DATA
 from ehr_magic.data import sources
 from ehr_magic.magic.command import read_marker
+from test_magic import magic_shell
 
 SYNTHEA = SHARED_DATA / "synthea-dbt-synthea-seeds" / "synthea"
 QUESTION = "How many emergency encounters did female patients have?"
@@ -55,14 +55,8 @@ def expected(synthea_db: Path) -> int:
 
 @pytest.fixture()
 def ip(synthea_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv("EHR_MAGIC_DB", str(synthea_db))
-    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    shell = InteractiveShell()
-    shell.history_manager.enabled = False
-    shell.run_line_magic("load_ext", "ehr_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "ehr_magic")
-    shell.clear_instance()
+    with magic_shell(synthea_db, monkeypatch, tmp_path) as shell:
+        yield shell
 
 
 def test_magic_answers_on_the_csv_schema_with_the_drafted_knowledge(ip, fake_llm, expected: int) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,10 @@ def fenced(code: str) -> str:
     return f"Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
 
 
-@pytest.fixture()
-def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
-    monkeypatch.setenv("EHR_MAGIC_DB", str(ehrsql_db))
+@contextlib.contextmanager
+def magic_shell(db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[InteractiveShell]:
+    """A real IPython shell with the extension loaded on ``db`` and a fresh memory file."""
+    monkeypatch.setenv("EHR_MAGIC_DB", str(db))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
     shell = InteractiveShell()
     shell.history_manager.enabled = False
@@ -29,6 +32,12 @@ def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys)
     yield shell
     shell.run_line_magic("unload_ext", "ehr_magic")
     shell.clear_instance()
+
+
+@pytest.fixture()
+def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
+    with magic_shell(ehrsql_db, monkeypatch, tmp_path) as shell:
+        yield shell
 
 
 def inserted(shell: InteractiveShell) -> str:
