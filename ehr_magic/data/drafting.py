@@ -43,6 +43,8 @@ _PERSONAL_WORDS = {"first", "last", "maiden", "drivers", "zip", "zipcode", "post
                    "lat", "lon", "latitude", "longitude", "mrn", "memberid", "fax", "ip"}
 _END_WORDS = {"end", "stop", "until", "expiry", "expiration", "expires", "due", "to", "discharge", "dischtime"}
 _ID_NAME = re.compile(r"^(id|.*_id|.*[a-z]id)$")
+# Row numbers: unique in every table and overlapping everywhere, so never a join, and a key only as a last resort.
+ROW_NUMBERS = {"row_id", "rowid", "row_num", "row_number", "rownum", "index", "idx", "column0", "column00"}
 _CODE_NAME = re.compile(r".*(code|icd|snomed|loinc|rxnorm|ndc|cpt|hcpcs).*|diagnosis\d*")
 _OPAQUE = "[0-9A-Za-z._:-]{16,}"  # a long token without spaces: a UUID, an accession number...
 _NUMERIC = "[-+]?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?"
@@ -184,8 +186,10 @@ def _key(table: Table) -> str | None:
               if table.rows and c.exact and c.non_null == table.rows and c.distinct == table.rows
               and (c.text or c.integer)]
     names = {f"{s}{suffix}" for s in _singulars(table.name) for suffix in ("_id", "id")}
-    for preferred in (lambda c: c.name == "id", lambda c: c.name in names, lambda c: bool(_ID_NAME.match(c.name)),
-                      lambda c: c.name in {"code", "key"} or c.name.endswith(("_code", "_key"))):
+    for preferred in (lambda c: c.name == "id", lambda c: c.name in names,
+                      lambda c: bool(_ID_NAME.match(c.name)) and c.name not in ROW_NUMBERS,
+                      lambda c: c.name in {"code", "key"} or c.name.endswith(("_code", "_key")),
+                      lambda c: c.name in ROW_NUMBERS):
         found = [c.name for c in unique if preferred(c)]
         if found:
             return found[0]
@@ -194,7 +198,7 @@ def _key(table: Table) -> str | None:
 
 def named_like(column: str, target: Table) -> bool:
     """Whether ``column``'s name points at ``target`` (``patient``, ``patientid``, ``supervisingproviderid``)."""
-    if target.key is None:
+    if target.key is None or target.key in ROW_NUMBERS:
         return False
     if column == target.key and column != "id":
         return True
@@ -213,7 +217,8 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
     joins: list[Join] = []
     for table in tables.values():
         for column in table.columns.values():
-            if column.non_null == 0 or column.name == table.key or not (column.text or column.integer):
+            if (column.non_null == 0 or column.name == table.key or column.name in ROW_NUMBERS
+                    or not (column.text or column.integer)):
                 continue
             shares: dict[str, float] = {}
             if column.text and column.opaque > 0 and text_keys:
