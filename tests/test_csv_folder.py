@@ -332,3 +332,21 @@ def test_spark_target_carries_the_drafted_knowledge_and_imports_into_it(spark_se
     with ehr_magic.connect(url) as ehr:
         assert ehr.knowledge.tables["patients"].row == "One row per patient."
         assert ehr.count("encounters") == 604
+
+
+def test_row_numbers_are_no_join_and_ids_named_alike_are(tmp_path: Path) -> None:
+    # MIMIC-III's files, as any folder: upper-case names, a row_id in every table that overlaps everywhere.
+    folder = tmp_path / "mimic3"
+    folder.mkdir()
+    for name in ("PATIENTS.csv.gz", "ADMISSIONS.csv.gz", "ICUSTAYS.csv.gz"):
+        shutil.copy(SHARED_DATA / "mimic-iii-clinical-database-demo-1.4" / name, folder / name)
+    sources.load("csv", [folder], tmp_path / "m.duckdb")
+    with ehr_magic.connect(tmp_path / "m.duckdb") as ehr:
+        tables = ehr.knowledge.tables
+        assert ehr.tables() == ["admissions", "icustays", "patients"]
+        assert tables["patients"].description == "Each row has its own subject_id."
+        assert tables["admissions"].description == "Each row has its own hadm_id."
+        assert tables["icustays"].description == "Each row has its own icustay_id."
+        assert set(tables["icustays"].joins) == {"patients ON icustays.subject_id = patients.subject_id",
+                                                 "admissions ON icustays.hadm_id = admissions.hadm_id"}
+        assert not any("row_id" in join for info in tables.values() for join in info.joins)
