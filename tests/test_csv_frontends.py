@@ -64,7 +64,7 @@ def test_magic_answers_on_the_csv_schema_with_the_drafted_knowledge(ip, fake_llm
     fake_llm.enqueue(reply(CODE))
     ip.run_cell_magic("ehr", "", QUESTION)
     assert ip.user_ns["answer"] == expected > 0
-    token, question, body = read_marker(getattr(ip, "rl_next_input", "") or "")
+    _token, question, body = read_marker(getattr(ip, "rl_next_input", "") or "")
     assert question == QUESTION and "encounterclass = 'emergency'" in body
     sent = fake_llm.chat_requests()[-1].text  # every message of the request, joined
     for words in DRAFTED:

@@ -393,9 +393,9 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str
 
 
 def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: DatasetClock | None) -> str:
-    lines = [f"Tables loaded from the {files} files of folder {dataset}, one table per file. This description was "
-             "drafted from the data by ehr-magic, not written by a person: check and improve it (ehr-magic data "
-             "knowledge TARGET --export FILE.yaml, edit, then --import FILE.yaml)."]
+    lines = [(f"Tables loaded from the {files} files of folder {dataset}, one table per file. This description was "
+              "drafted from the data by ehr-magic, not written by a person: check and improve it (ehr-magic data "
+              "knowledge TARGET --export FILE.yaml, edit, then --import FILE.yaml).")]
     if given is not None:
         lines.append(f"The dataset clock (ehr.now) was set to {_show(given)} when loading.")
     elif clock is None:
@@ -410,8 +410,8 @@ def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: Da
 
 
 def _conventions(joins: list[Join]) -> tuple[str, ...]:
-    rules = ["Column types were inferred by DuckDB from the whole file; ranges, value lists and empty shares are "
-             "measured on the data as loaded."]
+    rules = [("Column types were inferred by DuckDB from the whole file; ranges, value lists and empty shares are "
+              "measured on the data as loaded.")]
     if joins:
         rules.append("Joins were inferred from column names and overlapping values (each column's values occur in "
                       "the key it refers to); check a join before relying on it.")

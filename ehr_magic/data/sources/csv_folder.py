@@ -157,5 +157,5 @@ def _drop_time_zones(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> 
                         f"USING timezone('UTC', {name})")
     if not zoned:
         return ()
-    return ("Times written with a time zone in the files (e.g. '2023-01-27T16:17:47Z') are stored as UTC times "
-            "without a zone.",)
+    return (("Times written with a time zone in the files (e.g. '2023-01-27T16:17:47Z') are stored as UTC times "
+             "without a zone."),)
