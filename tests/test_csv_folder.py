@@ -350,3 +350,9 @@ def test_row_numbers_are_no_join_and_ids_named_alike_are(tmp_path: Path) -> None
         assert set(tables["icustays"].joins) == {"patients ON icustays.subject_id = patients.subject_id",
                                                  "admissions ON icustays.hadm_id = admissions.hadm_id"}
         assert not any("row_id" in join for info in tables.values() for join in info.joins)
+
+
+@pytest.mark.parametrize("schema", knowledge_files.available())
+def test_every_packaged_knowledge_round_trips_through_yaml(schema: str) -> None:
+    packaged = knowledge_files.load(schema)
+    assert knowledge_files.parse(packaged.to_yaml(), source="test", expected_schema=schema) == packaged

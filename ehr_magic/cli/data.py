@@ -122,7 +122,8 @@ def run_knowledge(args: argparse.Namespace) -> int:
     if args.import_file:
         knowledge = knowledge_store.import_knowledge(args.file, args.import_file)
         print(f"Imported {args.import_file} into {redact(args.file)}: schema {knowledge.schema}, "
-              f"{len(knowledge.tables)} tables described.")
+              f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it after a "
+              "kernel restart.")
         return 0
     with connect(args.file) as ehr:
         knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge
