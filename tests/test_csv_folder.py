@@ -119,7 +119,9 @@ def test_value_lists_ranges_and_privacy(ehr) -> None:
     encounter_class = tables["encounters"].columns["encounterclass"]
     assert "6 values" in encounter_class and "'ambulatory'" in encounter_class and "'emergency'" in encounter_class
     assert {"encounterclass", "description"} <= set(tables["encounters"].vocabulary)
-    assert "1968-01-21" in tables["encounters"].columns["start"] and "2024-02-02" in tables["encounters"].columns["start"]
+    assert tables["encounters"].columns["start"] == "TIMESTAMP, 1968-01-21 00:21:58 to 2024-02-02 20:27:14."
+    assert tables["allergies"].columns["type"] == "VARCHAR, always 'allergy'."
+    assert "type" not in tables["allergies"].vocabulary  # one value: nothing to look up
     assert "numbers written as text" in tables["observations"].columns["value"]
     assert "always empty" in tables["allergies"].columns["stop"]
     # Personal data is neither listed nor offered for lookup.

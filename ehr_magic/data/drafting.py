@@ -158,11 +158,13 @@ def profile(con: duckdb.DuckDBPyConnection, table: str, file: str) -> Table:
     for column in columns.values():
         # Exact counts where the decision depends on them: keys and value lists.
         if column.non_null and (column.distinct >= 0.9 * column.non_null or column.distinct <= VOCABULARY_MAX * 1.1):
-            column.distinct = int(con.execute(f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(table)}").fetchone()[0])
+            query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(table)}"
+            column.distinct = int(con.execute(query).fetchone()[0])
             column.exact = True
         if column.text and not column.personal and column.opaque < 0.5 and 0 < column.distinct <= VALUE_LIST_MAX:
             column.values = [(str(v), int(n)) for v, n in con.execute(
-                f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(table)} WHERE {quote(column.name)} IS NOT NULL "
+                f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(table)} "
+                f"WHERE {quote(column.name)} IS NOT NULL "
                 f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {VALUE_LIST_MAX}").fetchall()]
     result = Table(table, file, rows, columns)
     result.key = _key(result)
@@ -202,8 +204,9 @@ def named_like(column: str, target: Table) -> bool:
         return False
     if column == target.key and column != "id":
         return True
-    stem = column[:-3] if column.endswith("_id") else column[:-2] if column.endswith("id") and len(column) > 2 else column
-    stem = stem.rstrip("_")
+    stem = column
+    if column.endswith("id") and len(column) > 2:
+        stem = column[:-2].rstrip("_")
     return any(stem == s or (len(s) >= 4 and stem.endswith(s)) for s in _singulars(target.name))
 
 
@@ -319,7 +322,7 @@ def vocabulary_column(column: Column, rows: int) -> bool:
     if not column.text or column.personal or column.non_null == 0 or column.identifier_like:
         return False
     repeats = column.distinct * 2 <= column.non_null
-    return repeats and column.distinct <= VOCABULARY_MAX and column.letters >= 0.5 and column.avg_length <= 120
+    return repeats and 2 <= column.distinct <= VOCABULARY_MAX and column.letters >= 0.5 and column.avg_length <= 120
 
 
 def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool) -> str:
@@ -332,6 +335,8 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
     elif column.name in joins:
         join = joins[column.name]
         parts.append(f"refers to {join.target}.{join.key}")
+    elif column.values and column.distinct == 1:
+        parts.append(f"always {_quote(column.values[0][0])}")
     elif column.values and vocabulary:
         shown = ", ".join(_quote(v) for v, _ in column.values[:SHOWN_VALUES])
         more = f" and {column.distinct - SHOWN_VALUES} more" if column.distinct > SHOWN_VALUES else ""

@@ -102,8 +102,8 @@ def _join_columns(join: str, table: str, target: str, where: str) -> list[tuple[
     try:
         tree = sqlglot.parse_one(f"SELECT 1 FROM {table} JOIN {target} ON {condition}", read="duckdb")
     except sqlglot.errors.SqlglotError:
-        raise EhrMagicError(f"Knowledge file {where}: the condition of join {join!r} of {table} is not SQL; "
-                            "write it like 'patients ON encounters.patient = patients.id'. Nothing was imported.") from None
+        raise EhrMagicError(f"Knowledge file {where}: the condition of join {join!r} of {table} is not SQL; write "
+                            "it like 'patients ON encounters.patient = patients.id'. Nothing was imported.") from None
     return [(column.table.lower(), column.name.lower()) for column in tree.find_all(exp.Column)]
 
 
@@ -137,7 +137,8 @@ def _write_file(path: Path, schema: str, text: str) -> None:
     except duckdb.Error as exc:
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
-        raise DataSourceError(f"Writing the knowledge into {path} failed, nothing was changed: {first_line(exc)}") from None
+        raise DataSourceError(f"Writing the knowledge into {path} failed, nothing was changed: "
+                              f"{first_line(exc)}") from None
     finally:
         con.close()
 
