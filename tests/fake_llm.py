@@ -182,6 +182,7 @@ class FakeLLMServer:
         self._stopping = threading.Event()
         self.responder: Responder | None = None
         self.requests: list[FakeRequest] = []
+        self.context_window = 32_768  # what GET /props reports as n_ctx, as llama.cpp's server does
         self.unscripted: list[FakeRequest] = []
         """Requests that found no reply (answered 500)."""
         self.responder_errors: list[str] = []
@@ -292,7 +293,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
-            if path in ("/v1/models", "/models"):
+            if path == "/props":  # llama.cpp's server: where ehr-magic reads the context window
+                self._json(200, {"default_generation_settings": {"n_ctx": server.context_window}})
+            elif path in ("/v1/models", "/models"):
                 self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})
             else:
                 self._error(404, f"FakeLLMServer has no GET route {path}")

@@ -20,7 +20,7 @@ import polars as pl
 from rapidfuzz import process
 
 from ehr_magic.data.clock import Clock, Unit, parse_time
-from ehr_magic.data.lookup import VocabularyCache
+from ehr_magic.data.lookup import Vocabulary, VocabularyCache
 from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
 from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
 from ehr_magic.errors import EhrMagicError
@@ -128,6 +128,10 @@ class EHR:
             )
         matches = self._vocabularies.get(table, column).match(text, k)
         return matches if scores else [value for value, _ in matches]
+
+    def vocabulary(self, table: str, column: str) -> Vocabulary:
+        """The indexed distinct values of ``table.column`` (read once, then cached)."""
+        return self._vocabularies.get(self._check_table(table), column)
 
     def interrupt(self) -> None:
         """Stop every query running on this database (used by the executor's time limit)."""
