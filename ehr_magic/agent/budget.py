@@ -1,14 +1,15 @@
 """Fitting the prompt into the model's context window.
 
-The first request of a question is laid out in full (every chosen table described,
+The first request of a question is laid out in full (the chosen tables described, best
+first, within ``SCHEMA_SHARE`` of the window,
 every example, the skills that apply, the conversation so far) and, while it is longer
 than the window allows, shrunk in this order:
 
 1. the conversation's earlier turns (older ones lose their code, then drop);
 2. the few-shot examples, least similar first;
 3. the clinical skills block;
-4. the described tables, lowest score first, down to the best one;
-5. the system prompt's table index, to names only.
+4. the system prompt's table index, to names only;
+5. the described tables, lowest score first, down to the best one.
 
 What is left is the schema the question cannot do without. If even that does not fit,
 ``PromptTooLongError`` says how many tokens it needs and how to give the model more.
@@ -26,7 +27,7 @@ from ehr_magic.llm.errors import LLMContextError
 from ehr_magic.llm.tokens import estimate_prompt_tokens
 from ehr_magic.llm.window import ContextWindow
 
-__all__ = ["Layout", "PromptTooLongError", "fit", "reply_reserve", "trim_steps"]
+__all__ = ["Layout", "PromptTooLongError", "fit", "reply_reserve", "tables_within", "trim_steps"]
 
 _HISTORY_STEPS = (600, 300, 0)  # conversation token budgets tried after the full one
 
@@ -49,9 +50,24 @@ class Layout:
 Messages = list[dict[str, str]]
 
 
+SCHEMA_SHARE = 0.35  # of the window, at most, for the tables described in full
+
+
+def tables_within(detail_tokens: list[int], window: int) -> int:
+    """How many of the chosen tables (best first, with these sizes) fit the schema's share
+    of the window; at least one."""
+    total, count = 0, 0
+    for tokens in detail_tokens:
+        total += tokens
+        if total > SCHEMA_SHARE * window:
+            break
+        count += 1
+    return max(1, count) if detail_tokens else 0
+
+
 def reply_reserve(window: int) -> int:
     """Tokens kept free for the model's reply."""
-    return min(1024, window // 4)
+    return min(1024, window // 8)  # a code reply is a few hundred tokens
 
 
 def fit(full: Layout, render: Callable[[Layout], Messages], window: ContextWindow) -> tuple[Layout, Messages]:
@@ -88,10 +104,11 @@ def _shrinking(full: Layout):
     if layout.skills:
         layout = dataclasses.replace(layout, skills=False)
         yield layout
+    layout = dataclasses.replace(layout, full_index=False)
+    yield layout
     for count in range(full.tables - 1, 0, -1):
         layout = dataclasses.replace(layout, tables=count)
         yield layout
-    yield dataclasses.replace(layout, full_index=False)
 
 
 def trim_steps(messages: Messages, window: ContextWindow, *, head: int = 2) -> Messages | None:

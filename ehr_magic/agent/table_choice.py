@@ -11,7 +11,7 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   (``vocabulary`` columns: lab labels, drug names...) points at that table;
 - memory: the tables used by the code of the few-shot examples chosen for the question;
 - joins: the spine tables that most others join to (admissions in MIMIC, patient in
-  eICU) always, and the tables a chosen table joins to, at half its score.
+  eICU) always, and the tables a chosen table joins to, at a share of its score.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first; the prompt budget
 (``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
@@ -118,8 +118,9 @@ class TablePicker:
         for table in self.spine:
             scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
         for table, score in list(scores.items()):
+            partners = self._joins.get(table, ())
             if score >= THRESHOLD and table not in self.spine:
-                for partner in self._joins.get(table, ()):
+                for partner in partners:
                     scores[partner] = max(scores[partner], _PARTNER_SHARE * score)
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
         return TableChoice(tuple(chosen), {t: round(scores[t], 2) for t in chosen})

@@ -22,7 +22,7 @@ from typing import Any
 
 from ehr_magic.skills.cards import Card, Vector
 from ehr_magic.skills.errors import SkillError
-from ehr_magic.skills.registry import builtin, rank, unknown
+from ehr_magic.skills.registry import builtin, names_concept, rank, unknown
 
 __all__ = ["Card", "SkillError", "Vector", "card", "catalog", "get", "namespace", "prompt_section", "search"]
 
@@ -90,7 +90,7 @@ def prompt_section(question: str, schema: str | None, k: int = 3, *, path: PathL
     """A few lines for the model prompt listing only the ``k`` skills most relevant to ``question``
     (EHR and user skills that support ``schema``); empty when none is relevant."""
     cards = [c for c in catalog(schema=schema, path=path) if c.kind != "calculator"]
-    chosen = [c for c, s in rank(cards, question, k) if s >= RELEVANT]
+    chosen = [c for c, s in rank(cards, question, k) if s >= RELEVANT and names_concept(c, question)]
     if not chosen:
         return ""
     lines = ["Verified clinical skills (call them instead of re-deriving these concepts; each returns a polars "

@@ -118,6 +118,25 @@ def score(card: Card, query: str) -> float:
     return min(100.0, 0.8 * best + 0.15 * context + 3 * max(0, hits - 1))
 
 
+# Phrases that say how to summarise a value, not which clinical concept: on their own they
+# made every "maximum cost" or "first prescription" question look like a skill's.
+_GENERIC = frozenset({"first value", "last value", "lowest", "highest", "maximum", "minimum", "latest lab",
+                      "min max", "lab value", "measurement in window", "weight", "height", "temperature",
+                      "heart rate", "glucose", "map", "blood pressure", "albumin", "calcium", "sodium", "potassium",
+                      "chloride", "creatinine", "hemoglobin", "platelets", "platelet count", "lactate", "ph",
+                      "bicarbonate", "bilirubin", "weight height"})
+
+
+def names_concept(card: Card, query: str) -> bool:
+    """Whether ``query`` names what ``card`` computes: one of its phrases, word for word,
+    other than a generic one (a summary such as 'maximum', or a bare measurement name)."""
+    text = f" {' '.join(_words(query))} "
+    for term, _ in _terms(card):
+        if term not in _GENERIC and f" {term} " in text:
+            return True
+    return False
+
+
 def rank(cards: list[Card], query: str, k: int) -> list[tuple[Card, float]]:
     scored = [(c, score(c, query)) for c in cards]
     scored.sort(key=lambda pair: (-pair[1], pair[0].kind != "ehr", pair[0].name))
