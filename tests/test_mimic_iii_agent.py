@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 import ehr_magic
 from ehr_magic import skills
@@ -24,6 +23,7 @@ from ehr_magic.memory import MemoryStore
 from ehr_magic.reuse.reuser import Reuser
 from ehr_magic.session import Session
 from ehr_magic.skills import SkillError
+from test_magic import inserted, ipython_shell
 
 REPO = Path(__file__).resolve().parents[1]
 STAYS_CODE = ("stays = ehr.sql('SELECT dbsource, count(*) AS n FROM icustays GROUP BY dbsource ORDER BY dbsource')\n"
@@ -53,14 +53,7 @@ def ehr(mimic_iii_demo_db: Path):
 
 @pytest.fixture()
 def ip(mimic_iii_demo_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
-    monkeypatch.setenv("EHR_MAGIC_DB", str(mimic_iii_demo_db))
-    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    shell = InteractiveShell()
-    shell.history_manager.enabled = False
-    shell.run_line_magic("load_ext", "ehr_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "ehr_magic")
-    shell.clear_instance()
+    yield from ipython_shell(mimic_iii_demo_db, monkeypatch, tmp_path)
 
 
 # -- front ends --------------------------------------------------------------------------------
@@ -71,7 +64,7 @@ def test_magic_answers_on_mimic_iii_and_the_prompt_describes_it(ip, fake_llm) ->
     ip.run_cell_magic("ehr", "", "How many ICU stays did CareVue and MetaVision record?")
     answer = ip.user_ns["answer"]
     assert dict(answer.iter_rows()) == {"carevue": 59, "metavision": 77}
-    assert read_marker(getattr(ip, "rl_next_input", ""))[2].strip().startswith("stays = ehr.sql(")
+    assert read_marker(inserted(ip))[2].strip().startswith("stays = ehr.sql(")
     (request,) = fake_llm.chat_requests()
     mimic_iii_described(request.text)
     assert "seed:mimic_iii" not in request.text  # ids stay internal; the seed's question is shown instead
@@ -138,7 +131,7 @@ def test_skill_list_in_the_notebook_shows_only_what_runs_here(ip, capsys) -> Non
 def test_user_skill_saved_on_mimic_iii_runs_there(ip, fake_llm, capsys) -> None:
     fake_llm.enqueue(fenced(LABS_CODE))
     ip.run_cell_magic("ehr", "", "How many creatinine results has patient 10006?")
-    assert ip.run_cell(getattr(ip, "rl_next_input", "")).success
+    assert ip.run_cell(inserted(ip)).success
     assert ip.run_cell("%ehr skill save creatinine_count subject_id=10006").success
     card = skills.card("creatinine_count")
     assert card.schemas == ("mimic_iii",)
