@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,9 @@ def fenced(code: str) -> str:
     return f"Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
 
 
-@pytest.fixture()
-def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
-    monkeypatch.setenv("EHR_MAGIC_DB", str(ehrsql_db))
+def ipython_shell(database: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[InteractiveShell]:
+    """A real IPython shell with the extension loaded on ``database`` and a private memory."""
+    monkeypatch.setenv("EHR_MAGIC_DB", str(database))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
     shell = InteractiveShell()
     shell.history_manager.enabled = False
@@ -29,6 +30,11 @@ def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys)
     yield shell
     shell.run_line_magic("unload_ext", "ehr_magic")
     shell.clear_instance()
+
+
+@pytest.fixture()
+def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
+    yield from ipython_shell(ehrsql_db, monkeypatch, tmp_path)
 
 
 def inserted(shell: InteractiveShell) -> str:

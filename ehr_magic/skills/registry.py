@@ -32,6 +32,8 @@ def register(card: Card) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         if card.name in _BUILTIN:
             raise ValueError(f"skill {card.name} registered twice")
         full = card.evolve(signature=card.signature or signature_text(fn))
+        if full.kind == "calculator":  # plain values in, so no dataset to support
+            full = full.evolve(schemas=())
         _BUILTIN[card.name] = Skill(full, fn)
         fn.card = full  # type: ignore[attr-defined]
         return fn

@@ -37,6 +37,12 @@ def _load_mimic_iv(inputs: Sequence[str], out: str, *, now=None, progress: Progr
     return mimic_iv.load(inputs, out, now=now, progress=progress)
 
 
+def _load_mimic_iii(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.data.sources import mimic_iii
+
+    return mimic_iii.load(inputs, out, now=now, progress=progress)
+
+
 def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
     from ehr_magic.data.sources import ehrsql
 
@@ -48,6 +54,8 @@ def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progres
 BUILTIN_SOURCES = (
     SourceSpec("mimic-iv", "mimic_iv", "MIMIC-IV hosp/ and icu/ CSV or parquet files (demo or full)",
                "DIR [DIR ...]", _load_mimic_iv),
+    SourceSpec("mimic-iii", "mimic_iii", "MIMIC-III v1.4 CSV, CSV.gz or parquet files (demo or full)",
+               "DIR [DIR ...]", _load_mimic_iii),
     SourceSpec("ehrsql", "ehrsql_mimic_iv", "an EHRSQL benchmark SQLite database (e.g. EHRSQL-2024 MIMIC-IV)",
                "FILE.sqlite", _load_ehrsql),
 )

@@ -39,15 +39,33 @@ class LoadReport:
 
 
 def find_table_file(dirs: Iterable[Path], stem_candidates: Iterable[str]) -> Path | None:
-    """The first file named like one of ``stem_candidates`` (with a known suffix) in ``dirs``."""
+    """The file named like one of ``stem_candidates`` (with a known suffix) in the first of
+    ``dirs`` that has one. Two such files in one folder (``ADMISSIONS.csv`` beside
+    ``ADMISSIONS.csv.gz``) are refused: picking one silently could load stale data."""
     stems = list(stem_candidates)
     for directory in dirs:
+        found: list[Path] = []
         for stem in stems:
             for suffix in SUFFIXES:
                 path = directory / f"{stem}{suffix}"
-                if path.is_file():
-                    return path
+                # On a case-insensitive file system two spellings can name the same file.
+                if path.is_file() and not any(_same_file(path, other) for other in found):
+                    found.append(path)
+        if len(found) > 1:
+            raise DataSourceError(
+                f"{directory} holds {' and '.join(p.name for p in found)} for the same table; "
+                "remove all but one of them and load again."
+            )
+        if found:
+            return found[0]
     return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def check_dirs(dirs: Iterable[str | os.PathLike[str]]) -> list[Path]:
