@@ -182,7 +182,7 @@ class FakeLLMServer:
         self._stopping = threading.Event()
         self.responder: Responder | None = None
         self.requests: list[FakeRequest] = []
-        self.context_window = 32_768  # what GET /props reports as n_ctx, as llama.cpp's server does
+        self.context_window: int | None = 32_768  # GET /props reports it as n_ctx, as llama.cpp's server does (None: 404)
         self.unscripted: list[FakeRequest] = []
         """Requests that found no reply (answered 500)."""
         self.responder_errors: list[str] = []
@@ -293,7 +293,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
-            if path == "/props":  # llama.cpp's server: where ehr-magic reads the context window
+            if path == "/props" and server.context_window:  # llama.cpp's server: where the window is read
                 self._json(200, {"default_generation_settings": {"n_ctx": server.context_window}})
             elif path in ("/v1/models", "/models"):
                 self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})

@@ -71,8 +71,9 @@ def reply_reserve(window: int) -> int:
 
 
 def fit(full: Layout, render: Callable[[Layout], Messages], window: ContextWindow) -> tuple[Layout, Messages]:
-    """The largest layout (shrunk in the documented order) whose messages fit ``window``."""
-    limit = window.tokens - reply_reserve(window.tokens)
+    """The largest layout (shrunk in the documented order) whose messages fit ``window``,
+    leaving room for the reply and for one more exchange (a step's code and its feedback)."""
+    limit = window.tokens - 2 * reply_reserve(window.tokens)
     layout = full
     messages = render(layout)
     for step in _shrinking(full):
@@ -83,7 +84,7 @@ def fit(full: Layout, render: Callable[[Layout], Messages], window: ContextWindo
     needed = estimate_prompt_tokens(messages)
     if needed <= limit:
         return layout, messages
-    raise PromptTooLongError(too_long(needed + reply_reserve(window.tokens), window))
+    raise PromptTooLongError(too_long(needed + 2 * reply_reserve(window.tokens), window))
 
 
 def too_long(needed: int, window: ContextWindow) -> str:

@@ -37,6 +37,7 @@ __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 THRESHOLD = 1.0
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _VALUE_SCORE = 2.0
+_NAMED_SCORE = 3.0  # the question says the table's name
 _PARTNER_SHARE = 0.7  # a joined table inherits this share of the choosing table's score
 _SPINE_SHARE = 0.4  # a table most others join to (of the tables minus itself)
 _MAX_VALUE_TABLES = 4  # a value word found in more tables than this says nothing about which
@@ -97,18 +98,21 @@ class TablePicker:
         joined_by = Counter(j for targets in self._joins.values() for j in targets)
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
-        self._value_words: dict[str, frozenset[str]] | None = None
+        self._value_words: dict[str, dict[str, bool]] | None = None
 
     def choose(self, question: str, examples: Sequence[tuple[str, str]] = ()) -> TableChoice:
         """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
         few-shot examples; the tables of an example count as much as it resembles the question."""
         scores: Counter[str] = Counter()
         words = set(_content_words(question))
+        named = set(_WORD.findall(question.lower().replace(" ", "_"))) | set(_WORD.findall(question.lower()))
         for table, document in self._documents.items():
             scores[table] += sum(self._idf[w] for w in words & document)
+            if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
+                scores[table] += _NAMED_SCORE
         for word in set(_WORD.findall(question.lower())):
-            for table in self._value_index().get(word, ()):
-                scores[table] += _VALUE_SCORE
+            for table, whole in self._value_index().get(word, {}).items():
+                scores[table] += _VALUE_SCORE * (2 if whole else 0.75)  # 'potassium' itself beats a word of a title
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
@@ -143,16 +147,26 @@ class TablePicker:
                 documents[table].update(_content_words(rule))
         return {t: frozenset(w) for t, w in documents.items()}
 
-    def _value_index(self) -> dict[str, frozenset[str]]:
-        """Word of a looked-up value -> the tables whose values have it (rare words only)."""
+    def _value_index(self) -> dict[str, dict[str, bool]]:
+        """Word of a looked-up value -> {table whose values have it: whether a whole value is
+        that word} (words of few tables only)."""
         if self._value_words is None:
-            found: dict[str, set[str]] = {}
+            found: dict[str, dict[str, bool]] = {}
             for table, info in self._described.items():
                 for column in info.vocabulary:
                     if column not in self.ehr.columns(table):
                         continue
-                    for word in self.ehr.vocabulary(table, column).words:
+                    vocabulary = self.ehr.vocabulary(table, column)
+                    for word in vocabulary.words:
                         if len(word) >= _MIN_VALUE_WORD and word not in _STOP and not word.isdigit():
-                            found.setdefault(word, set()).add(table)
-            self._value_words = {w: frozenset(t) for w, t in found.items() if len(t) <= _MAX_VALUE_TABLES}
+                            tables = found.setdefault(word, {})
+                            tables[table] = tables.get(table, False) or word in vocabulary.compact
+            # A whole value ('potassium') always points at its tables; a word inside values only
+            # when few tables have it.
+            self._value_words = {}
+            for word, tables in found.items():
+                if len(tables) > _MAX_VALUE_TABLES:
+                    tables = {t: True for t, whole in tables.items() if whole}
+                if tables:
+                    self._value_words[word] = tables
         return self._value_words
