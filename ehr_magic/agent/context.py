@@ -17,7 +17,7 @@ from ehr_magic.agent.fewshot import Example
 
 
 def system_prompt(ehr: Any) -> str:
-    return _system_prompt_for(ehr.path, ehr.schema, ehr.now)
+    return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None)
 
 
 @lru_cache(maxsize=16)
@@ -41,7 +41,8 @@ def _system_prompt_for(path: Any, schema: str, now: Any) -> str:
             introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
-                              tables=table_text, now=ehr.now.strftime("%Y-%m-%d %H:%M:%S"))
+                              tables=table_text,
+                              now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else "(none: no dates here)")
 
 
 def _plain_tables(ehr: Any, tables: list[str]) -> str:

@@ -65,7 +65,7 @@ class EhrSession:
             self.ehr.close()
         self.ehr = ehr
         self.description = (f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, "
-                            f"now {ehr.now:%Y-%m-%d %H:%M}")
+                            (f"now {ehr.clock.now:%Y-%m-%d %H:%M}" if ehr.clock else "times are offsets (no dates)"))
         self._rebuild_assistant()
         return self.description
 

@@ -100,7 +100,8 @@ class PanelHandler:
         if ehr is not None:
             database = {"path": ehr.location, "dataset": ehr.dataset, "schema": ehr.schema,
                         "description": s.description, "tables": len(ehr.tables()),
-                        "now": ehr.now.strftime("%Y-%m-%d %H:%M:%S")}
+                        "now": ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else None,
+                        "time_model": ehr.time_model}
         return {
             "database": database,
             "database_hint": None if ehr else "No database connected: run %ehr connect PATH|demo|synthetic in the notebook.",
