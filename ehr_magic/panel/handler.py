@@ -100,7 +100,8 @@ class PanelHandler:
         if ehr is not None:
             database = {"path": ehr.location, "dataset": ehr.dataset, "schema": ehr.schema,
                         "description": s.description, "tables": len(ehr.tables()),
-                        "now": ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else None,
+                        # The panel shows the first 16 characters; a database without dates has no now.
+                        "now": ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else "offset time",
                         "time_model": ehr.time_model}
         return {
             "database": database,
