@@ -17,7 +17,7 @@ import pytest
 import ehr_magic
 from datapaths import EICU_DEMO, MIMIC_IV_DEMO
 from ehr_magic.data import knowledge
-from ehr_magic.data.sources import eicu, sources
+from ehr_magic.data.sources import eicu, mimic_iv, sources
 from ehr_magic.errors import DataSourceError, EhrMagicError
 
 DEMO_MISSING = ["lab", "nursecharting", "vitalperiodic"]
@@ -190,7 +190,7 @@ def test_the_mimic_loader_refuses_a_ragged_csv_too(tmp_path: Path) -> None:
     shutil.copy(MIMIC_IV_DEMO / "hosp" / "admissions.csv.gz", hosp)
     (hosp / "patients.csv").write_text("subject_id,gender,anchor_age\n1,F,50\n2,M\n3,F,70\n")
     with pytest.raises(DataSourceError, match=r"patients\.csv as table patients: the row at line 3 has a different"):
-        ehr_magic.data.sources.mimic_iv.load([tmp_path / "in"], tmp_path / "m.duckdb")
+        mimic_iv.load([tmp_path / "in"], tmp_path / "m.duckdb")
 
 
 # -- offset time --------------------------------------------------------------------------------------
