@@ -23,9 +23,21 @@ from ehr_magic.agent.fewshot import SeedExamples, seed_examples
 from ehr_magic.data.lookup import normalise
 
 # schema -> the conftest fixture that builds its database (once per session)
-DATABASES = {"ehrsql_mimic_iv": "ehrsql_db", "mimic_iv": "mimic_demo_db", "mimic_iii": "mimic_iii_demo_db"}
-# how many seeds each schema ships (the MIMIC-IV ones came first and cover the most)
-SEED_COUNTS = {"ehrsql_mimic_iv": (30, 50), "mimic_iv": (30, 50), "mimic_iii": (10, 15)}
+DATABASES = {"ehrsql_mimic_iv": "ehrsql_db", "mimic_iv": "mimic_demo_db", "mimic_iii": "mimic_iii_demo_db",
+             "eicu": "eicu_demo_db"}
+# How many seeds each file holds (the MIMIC-IV ones came first and cover the most).
+SIZES = {"ehrsql_mimic_iv": (30, 50), "mimic_iv": (30, 50), "mimic_iii": (10, 15), "eicu": (10, 15)}
+CALENDAR_TAGS = {"demographics", "admissions", "icu", "diagnoses", "procedures", "labs", "vitals", "intake-output",
+                 "prescriptions", "time", "lookup", "polars", "cohort", "top-n"}
+WANTED_TAGS = {
+    "ehrsql_mimic_iv": CALENDAR_TAGS | {"microbiology", "costs"},
+    "mimic_iv": CALENDAR_TAGS | {"microbiology"},
+    "mimic_iii": CALENDAR_TAGS | {"carevue-metavision"},
+    "eicu": {"demographics", "mortality", "diagnoses", "medications", "infusions", "intake-output", "vitals",
+             "first-24h", "apache", "length-of-stay", "time", "polars", "top-n", "first-last"},
+}
+CLOCK_CALL = re.compile(r"ehr\.(now|ago|period|start_of)\b")
+OFFSET_CALL = re.compile(r"ehr\.(minutes|in_first|during_stay|chronological)\(")
 
 WALL_CLOCK = re.compile(
     r"datetime\.now|\.today\s*\(|\butcnow\b|\btime\.time\s*\(|\bnow\s*\(|"
@@ -79,7 +91,7 @@ def run_seed(ehr, code: str):
 @pytest.mark.parametrize("schema", list(DATABASES))
 def test_seed_file_is_well_formed(schema: str) -> None:
     seeds = SEEDS[schema]
-    low, high = SEED_COUNTS[schema]
+    low, high = SIZES[schema]
     assert low <= len(seeds) <= high
     questions = []
     for number, seed in seeds:
@@ -110,17 +122,16 @@ def test_seed_ids_follow_line_numbers(schema: str) -> None:
 
 
 def test_seeds_span_the_categories() -> None:
-    common = {"demographics", "admissions", "icu", "diagnoses", "procedures", "labs", "vitals",
-              "intake-output", "prescriptions", "time", "lookup", "polars", "cohort", "top-n"}
-    wanted = {"ehrsql_mimic_iv": common | {"microbiology"}, "mimic_iv": common | {"microbiology"},
-              "mimic_iii": common | {"carevue-metavision"}}
     for schema, seeds in SEEDS.items():
         tags = {t for _, seed in seeds for t in seed["tags"]}
-        assert wanted[schema] <= tags, f"{schema} lacks {wanted[schema] - tags}"
-    assert any("costs" in s["tags"] for _, s in SEEDS["ehrsql_mimic_iv"])
+        assert WANTED_TAGS[schema] <= tags, f"{schema} lacks {WANTED_TAGS[schema] - tags}"
     for schema, seeds in SEEDS.items():
-        clock = [s for _, s in seeds if re.search(r"ehr\.(now|ago|period|start_of)\b", s["code"])]
-        assert len(clock) >= 3, f"{schema}: too few seeds use the dataset clock"
+        clock = [s for _, s in seeds if CLOCK_CALL.search(s["code"])]
+        offsets = [s for _, s in seeds if OFFSET_CALL.search(s["code"])]
+        if schema == "eicu":  # offset time: the clock helpers would raise
+            assert not clock and len(offsets) >= 3, f"{schema}: seeds should use the offset helpers"
+        else:
+            assert len(clock) >= 3, f"{schema}: too few seeds use the dataset clock"
 
 
 # -- every seed runs ------------------------------------------------------------------------
@@ -267,6 +278,44 @@ def _norepinephrine_both_systems(ehr, answer) -> None:
     assert set(answer["system"]) == {"carevue", "metavision"}
     assert set(answer["icustay_id"]) == set(carevue.drop_nulls("amount")["icustay_id"]) | set(
         metavision["icustay_id"])
+def _eicu_hospital_deaths(ehr, answer) -> None:
+    status = ehr.table("patient").select("hospitaldischargestatus").drop_nulls().collect().to_series()
+    assert answer == pytest.approx(round(100 * (status == "Expired").mean(), 2))
+    assert answer == pytest.approx(8.51)
+
+
+def _eicu_vancomycin_first_day(ehr, answer) -> None:
+    orders = (ehr.table("medication")
+              .filter(pl.col("drugname").str.to_lowercase().str.contains("vancomycin")
+                      & ~pl.col("drugordercancelled").fill_null(False)
+                      & (pl.col("drugstartoffset") >= 0) & (pl.col("drugstartoffset") < 1440))
+              .collect())
+    assert answer == orders["patientunitstayid"].n_unique() > 0
+
+
+def _eicu_last_systolic(ehr, answer) -> None:
+    stays = ehr.table("patient").filter(pl.col("uniquepid") == "002-10148").collect()
+    assert stays["patienthealthsystemstayid"].n_unique() == 1  # one visit: unitvisitnumber orders the stays
+    rows = (ehr.table("vitalaperiodic").drop_nulls("noninvasivesystolic")
+            .join(ehr.table("patient").select("patientunitstayid", "unitvisitnumber"), on="patientunitstayid")
+            .filter(pl.col("patientunitstayid").is_in(stays["patientunitstayid"].to_list()))
+            .sort("unitvisitnumber", "observationoffset").collect())
+    assert answer["patientunitstayid"].item() == rows["patientunitstayid"][-1]
+    assert answer["observationoffset"].item() == rows["observationoffset"][-1]
+
+
+def _eicu_lengths_of_stay(ehr, answer) -> None:
+    stays = ehr.table("patient").collect()
+    assert answer["icu_days"].item() == pytest.approx(round(stays["unitdischargeoffset"].median() / 1440, 2))
+    hospital = (stays["hospitaldischargeoffset"] - stays["hospitaladmitoffset"]).median() / 1440
+    assert answer["hospital_days"].item() == pytest.approx(round(hospital, 2))
+
+
+def _eicu_apache_calibration(ehr, answer) -> None:
+    rows = (ehr.table("apachepatientresult")
+            .filter((pl.col("apacheversion") == "IVa") & (pl.col("predictedhospitalmortality") >= 0)).collect())
+    assert rows["patientunitstayid"].n_unique() == rows.height == answer["stays"].item()
+    assert answer["predicted_pct"].item() == pytest.approx(round(100 * rows["predictedhospitalmortality"].mean(), 2))
 
 
 CHECKS: dict[str, dict[str, Callable[[Any, Any], None]]] = {
@@ -296,6 +345,14 @@ CHECKS: dict[str, dict[str, Callable[[Any, Any], None]]] = {
         "How much norepinephrine did each ICU stay receive in total, on either ICU system?":
             _norepinephrine_both_systems,
     },
+    "eicu": {
+        "What percentage of ICU stays ended with the patient dying in hospital?": _eicu_hospital_deaths,
+        "How many ICU stays had vancomycin ordered in the first 24 hours of the ICU stay?": _eicu_vancomycin_first_day,
+        "What was the last non-invasive systolic blood pressure recorded for patient 002-10148?": _eicu_last_systolic,
+        "What are the median ICU and hospital lengths of stay in days?": _eicu_lengths_of_stay,
+        "How does APACHE IVa predicted hospital mortality compare with the observed mortality?":
+            _eicu_apache_calibration,
+    },
 }
 
 
@@ -321,6 +378,9 @@ RETRIEVAL = [
     ("mimic_iii", "What was the lowest blood sodium of patient 10019 during the admission?", "labs"),
     ("mimic_iii", "How much vasopressin did each ICU stay receive on either ICU system?", "carevue-metavision"),
     ("mimic_iii", "What are the five most common diagnoses?", "diagnoses"),
+    ("eicu", "What was the highest non-invasive diastolic blood pressure of ICU stay 141765?", "vitals"),
+    ("eicu", "How many ICU stays had a diagnosis of pneumonia?", "diagnoses"),
+    ("eicu", "How many stays received a propofol infusion?", "infusions"),
 ]
 
 

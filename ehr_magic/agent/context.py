@@ -18,9 +18,9 @@ from ehr_magic.agent.fewshot import Example
 
 
 def system_prompt(ehr: Any, *, full_index: bool = True) -> str:
-    """The dataset's prompt: rules, introduction, conventions, clock and a one-line index of
+    """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
     every table (names only when ``full_index`` is false, for the smallest windows)."""
-    return _system_prompt_for(ehr.path, ehr.schema, ehr.now, full_index)
+    return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index)
 
 
 @lru_cache(maxsize=16)
@@ -37,8 +37,14 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool) -> st
             introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
-                              table_index=table_index(ehr, full=full_index),
-                              now=ehr.now.strftime("%Y-%m-%d %H:%M:%S"))
+                              table_index=table_index(ehr, full=full_index), time_rules=_time_rules(ehr))
+
+
+def _time_rules(ehr: Any) -> str:
+    """How time works here: the dataset clock, or minutes from each stay's start (eICU)."""
+    if ehr.time_model == "offset":
+        return prompts.render("time_offset")
+    return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 def table_index(ehr: Any, *, full: bool = True) -> str:
@@ -50,7 +56,7 @@ def table_index(ehr: Any, *, full: bool = True) -> str:
     else:
         lines = [knowledge.tables[t].summary() if knowledge and t in knowledge.tables else
                  f"{t}: columns {', '.join(ehr.columns(t))}" for t in tables]
-    absent = getattr(knowledge, "absent", ()) if knowledge is not None else ()
+    absent = knowledge.absent if knowledge is not None else ()
     if absent:
         lines.append(f"Not in this database (questions that need them cannot be answered): {', '.join(absent)}.")
     return "\n".join(lines)

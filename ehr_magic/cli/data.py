@@ -69,7 +69,8 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_load(args: argparse.Namespace) -> int:
     with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress, output(args.out, progress) as out:
         report = sources.load(args.source, args.inputs, out, now=args.now, progress=progress)
-    print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, now = {report.now}.")
+    clock = f"now = {report.now}" if report.now else "no dates (times are offsets in minutes)"
+    print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, {clock}.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
     return 0
@@ -91,7 +92,8 @@ def run_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"{info['path']}\n  dataset {info['dataset']}  schema {info['schema']}  now {info['now']}")
+    clock = f"now {info['now']}" if info["now"] else "time offsets (no dates)"
+    print(f"{info['path']}\n  dataset {info['dataset']}  schema {info['schema']}  {clock}")
     width = max(len(t) for t in info["tables"]) if info["tables"] else 0
     for table, rows in info["tables"].items():
         print(f"  {table:<{width}}  {rows:>12,}")

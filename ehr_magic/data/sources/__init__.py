@@ -51,6 +51,12 @@ def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progres
     return ehrsql.load(inputs[0], out, now=now or ehrsql.EHRSQL_NOW, progress=progress)
 
 
+def _load_eicu(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.data.sources import eicu
+
+    return eicu.load(inputs, out, now=now, progress=progress)
+
+
 BUILTIN_SOURCES = (
     SourceSpec("mimic-iv", "mimic_iv", "MIMIC-IV hosp/ and icu/ CSV or parquet files (demo or full)",
                "DIR [DIR ...]", _load_mimic_iv),
@@ -58,6 +64,8 @@ BUILTIN_SOURCES = (
                "DIR [DIR ...]", _load_mimic_iii),
     SourceSpec("ehrsql", "ehrsql_mimic_iv", "an EHRSQL benchmark SQLite database (e.g. EHRSQL-2024 MIMIC-IV)",
                "FILE.sqlite", _load_ehrsql),
+    SourceSpec("eicu", "eicu", "eICU-CRD v2.x CSV, CSV.gz or parquet files in one folder (demo or full)",
+               "DIR [DIR ...]", _load_eicu),
 )
 
 
