@@ -89,6 +89,10 @@ class _Failure:
     detail: str = ""
 
 
+class _EmptyStream(Exception):
+    """The server opened an event stream and closed it without a single event."""
+
+
 class _Retryable(Exception):
     def __init__(self, failure: _Failure) -> None:
         super().__init__(failure.kind)
@@ -332,7 +336,17 @@ class LLMClient:
     ) -> _Answer:
         try:
             if use_stream:
-                return self._read_stream(request, on_token, call)
+                try:
+                    return self._read_stream(request, on_token, call)
+                except _EmptyStream:
+                    # llama-cpp-python fails a streamed request after its 200 (a prompt longer than the
+                    # window): the stream closes empty and the error stays in its log. Asked whole, the
+                    # server answers with the real status, or with the answer.
+                    answer = self._read_completion({k: v for k, v in request.items()
+                                                    if k not in ("stream", "stream_options")})
+                    if answer.text and on_token is not None:
+                        on_token(answer.text)
+                    return answer
             return self._read_completion(request)
         except openai.APITimeoutError:
             raise _Retryable(_Failure("timeout")) from None
@@ -428,6 +442,8 @@ class LLMClient:
         finally:
             stream.close()
 
+        if not received and "text/event-stream" in stream.response.headers.get("content-type", ""):
+            raise _EmptyStream()
         if not received:
             raise LLMResponseError(
                 f"The model server at {self.endpoint} sent no stream events: check that the base URL points to "
