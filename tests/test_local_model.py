@@ -96,3 +96,82 @@ def test_any_model_name_is_served(local_llm: LlamaServer, tmp_path: Path) -> Non
     with _client(tmp_path, model="no-such-model") as llm:
         completion = llm.chat(SHORT_CHAT, stream=False)
     assert completion.text.strip()
+
+
+# --------------------------------------------------------------------------- ask and %%ehr
+
+# What ends a run, as the analyst reads it. Exactly one must match; a traceback never.
+_ENDINGS = {
+    "answered": re.compile(r"^status: answered\b", re.MULTILINE),
+    "failed": re.compile(r"^status: failed\b", re.MULTILINE),
+    "abstained": re.compile(r"^status: (?:abstained|clarify)\b", re.MULTILINE),
+    "window": re.compile(r"^error: .*(?:" + _WINDOW.pattern + ")", re.MULTILINE | re.IGNORECASE),
+}
+
+
+def _window_advice(message: str) -> None:
+    """A prompt-too-long message says what to do: a larger window, or the window setting."""
+    assert re.search(r"--ctx-size|n_ctx|num_ctx|--max-model-len|context_window|CONTEXT_WINDOW", message), message
+
+
+def _ask_env(server: LlamaServer) -> dict[str, str]:
+    # the window llama-cpp-python cannot report (no /props): the README tells users to set it
+    return {**os.environ, "OPENAI_BASE_URL": server.base_url, "EHR_MAGIC_MODEL": server.model,
+            "EHR_MAGIC_CONTEXT_WINDOW": str(server.n_ctx)}
+
+
+def test_ask_ends_in_one_clear_status(local_llm: LlamaServer, ehrsql_db: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "ehr_magic", "ask", QUESTION, "--db", str(ehrsql_db),
+                           "--max-steps", str(MAX_STEPS), "--memory", str(tmp_path / "memory.sqlite")],
+                          capture_output=True, text=True, env=_ask_env(local_llm), timeout=1200)
+    shown = done.stdout + done.stderr
+    assert "Traceback" not in shown, f"{shown}\n--- server log ---\n{local_llm.log()}"
+    endings = [name for name, pattern in _ENDINGS.items() if pattern.search(shown)]
+    assert len(endings) == 1, f"not one clear ending {endings}:\n{shown}"
+    (ending,) = endings
+    assert done.returncode == {"answered": 0, "failed": 1, "abstained": 1, "window": 2}[ending], shown
+    if ending == "window":
+        error_lines = done.stderr.strip().splitlines()
+        assert error_lines[-1].startswith("error: ") and "\n" not in error_lines[-1]
+        _window_advice(error_lines[-1])
+        return
+    steps = int(re.search(r"^\((\d+) steps, (\d+) model calls", done.stdout, re.MULTILINE).group(1))
+    assert steps <= MAX_STEPS
+    if ending == "failed":
+        failed_steps = re.findall(r"^\s+step (\d+) failed: \S", done.stderr, re.MULTILINE)
+        # every step that ran shows its error; no step at all means the model never wrote code, which is said
+        assert failed_steps == [str(i) for i in range(1, steps + 1)], shown
+        assert steps or "without code" in done.stdout or "token limit" in done.stdout, shown
+
+
+@pytest.fixture()
+def shell(ehrsql_db: Path, local_llm: LlamaServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("EHR_MAGIC_DB", str(ehrsql_db))
+    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
+    monkeypatch.setenv("EHR_MAGIC_CONTEXT_WINDOW", str(local_llm.n_ctx))
+    ip = InteractiveShell()
+    ip.history_manager.enabled = False
+    ip.run_line_magic("load_ext", "ehr_magic")
+    yield ip
+    ip.run_line_magic("unload_ext", "ehr_magic")
+    ip.clear_instance()
+
+
+def test_a_notebook_question_ends_in_one_clear_status(shell: InteractiveShell, local_llm: LlamaServer,
+                                                      capsys) -> None:
+    capsys.readouterr()
+    result = shell.run_cell(f"%%ehr --steps 1\n{QUESTION}")
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert result.success and result.error_in_exec is None, shown
+    assert "Traceback" not in shown, f"{shown}\n--- server log ---\n{local_llm.log()}"
+    endings = {
+        "answered": "answer" in shell.user_ns and re.search(r"^1 steps, \d+ model calls", out.out, re.MULTILINE),
+        "failed": re.search(r"^failed: \S", out.out, re.MULTILINE),
+        "abstained": re.search(r"^(?:abstained|clarify): \S", out.out, re.MULTILINE),
+        "window": re.search(r"^ehr-magic: .*(?:" + _WINDOW.pattern + ")", out.out, re.MULTILINE | re.IGNORECASE),
+    }
+    found = [name for name, hit in endings.items() if hit]
+    assert len(found) == 1, f"not one clear ending {found}:\n{shown}"
+    if found == ["window"]:
+        _window_advice(out.out)

@@ -116,6 +116,11 @@ class _Answer:
     finish_reason: str | None
 
 
+def _whole(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` asking for the whole answer at once rather than a stream."""
+    return {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+
+
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` as
     seconds or as an HTTP date), or ``None``."""
@@ -307,18 +312,30 @@ class LLMClient:
         call: _Call,
     ) -> _Answer:
         max_attempts = self.settings.max_retries + 1
+        streaming = use_stream
         while True:
             call.attempts += 1
             call.parts.clear()
             try:
-                return self._attempt(request, use_stream, on_token, call)
+                answer = self._attempt(request if streaming else _whole(request), streaming, on_token, call)
             except LLMError as exc:
                 exc.attempts = call.attempts
                 raise
+            except _EmptyStream:
+                # llama-cpp-python fails a streamed request after its 200 (a prompt longer than the window)
+                # by closing the stream empty, the error only in its log; asked whole, it gives the status.
+                streaming = False
+                continue
             except _Retryable as retry:
                 if call.attempts >= max_attempts:
                     raise self._final_error(retry.failure, call.attempts) from None
+                if retry.failure.kind == "connection":
+                    streaming = False  # ... or by resetting the connection: the retries ask for a whole answer
                 time.sleep(self._wait(call.attempts, retry.failure.retry_after))
+                continue
+            if use_stream and not streaming and answer.text and on_token is not None:
+                on_token(answer.text)  # what the stream would have shown, at once
+            return answer
 
     def _wait(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before the next attempt (attempt counts from 1)."""
@@ -336,17 +353,7 @@ class LLMClient:
     ) -> _Answer:
         try:
             if use_stream:
-                try:
-                    return self._read_stream(request, on_token, call)
-                except _EmptyStream:
-                    # llama-cpp-python fails a streamed request after its 200 (a prompt longer than the
-                    # window): the stream closes empty and the error stays in its log. Asked whole, the
-                    # server answers with the real status, or with the answer.
-                    answer = self._read_completion({k: v for k, v in request.items()
-                                                    if k not in ("stream", "stream_options")})
-                    if answer.text and on_token is not None:
-                        on_token(answer.text)
-                    return answer
+                return self._read_stream(request, on_token, call)
             return self._read_completion(request)
         except openai.APITimeoutError:
             raise _Retryable(_Failure("timeout")) from None
