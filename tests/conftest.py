@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import fake_llm  # noqa: F401  (the fake OpenAI-compatible server fixture)
+from llama_server import llama_server, local_llm  # noqa: F401  (a real llama.cpp model server, once per session)
 from servers import pg_ehrsql, pg_server  # noqa: F401  (real database servers, started once per session)
 from spark_server import spark_ehrsql, spark_server  # noqa: F401  (a real Spark Connect server, once per session)
 
