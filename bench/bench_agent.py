@@ -5,9 +5,17 @@ Prints, for questions on the MIMIC-IV demo:
   generated query's own run time): median and p95 (goal: median under 30 ms);
 - prompt tokens per question of our prompt versus an EHRAgent-style prompt (every
   table's full column list + four examples + a separate knowledge call), and the share
-  of ours that sits in the cacheable prefix (goal: ours <= EHRAgent-style).
+  of ours that sits in the cacheable prefix (goal: ours <= 50% of EHRAgent-style at the
+  default window);
+- the same prompts fitted into a 4k window: tokens, tables and examples kept.
 
-    python bench/bench_agent.py [--db FILE] [--questions N]
+And, on the EHRSQL-2024 valid split (questions never used to tune the table choice):
+- the share of answerable questions whose gold SQL's tables are all described in full in
+  the prompt (goal: >= 99% at the default window), with the packaged seeds as the only
+  memory (a new user) and with train as the memory (an analyst who has worked a while),
+  at the default window and at 4k.
+
+    python bench/bench_agent.py [--db FILE] [--questions N] [--ehrsql-limit N]
 """
 
 from __future__ import annotations
@@ -27,9 +35,18 @@ from ehr_magic.agent import Agent, AgentSettings, prompts  # noqa: E402
 from ehr_magic.agent import context  # noqa: E402
 from ehr_magic.agent.fewshot import SeedExamples, seed_examples  # noqa: E402
 from ehr_magic.llm import LLMClient, estimate_prompt_tokens, resolve_settings  # noqa: E402
+from ehr_magic.memory.similarity import default_tokens  # noqa: E402
+from ehr_magic.agent.budget import PromptTooLongError  # noqa: E402
+from ehr_magic.agent.fewshot import Example  # noqa: E402
+from ehr_magic.eval.datasets import load_split  # noqa: E402
+from ehr_magic.llm.window import DEFAULT_LOCAL_WINDOW, ContextWindow  # noqa: E402
 from fake_llm import FakeLLMServer  # noqa: E402
+from rapidfuzz import fuzz, process  # noqa: E402
+from sqlglot import exp, parse_one  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
+EHRSQL = SHARED / "ehrsql-2024"
+SMALL_WINDOW = 4096
 
 
 def build_demo(out: Path) -> Path:
@@ -57,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", help="a mimic_iv database; built from ../shared/data when omitted")
     parser.add_argument("--questions", type=int, default=30)
+    parser.add_argument("--ehrsql-limit", type=int, default=0, help="valid questions to check (0: all)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(args.db) if args.db else build_demo(Path(tmp) / "demo.duckdb")
@@ -74,6 +92,7 @@ def main() -> None:
 
         with FakeLLMServer() as server:
             server.responder = responder
+            server.context_window = DEFAULT_LOCAL_WINDOW  # the window a server that says nothing gets
             import os
 
             os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench", EHR_MAGIC_MODEL="fake")
@@ -96,6 +115,7 @@ def main() -> None:
                 shots = agent.examples.examples(case.question, ehr.schema, 4)
                 theirs.append(ehragent_style_tokens(ehr, case.question, shots))
                 assert result.status == "answered", (case.question, result.message)
+            small = [agent.prompt(c.question, window=ContextWindow(SMALL_WINDOW, "bench")) for c in cases]
             llm.close()
     overhead_ms = sorted(x * 1000 for x in overhead)
     p95 = overhead_ms[min(len(overhead_ms) - 1, int(round(0.95 * (len(overhead_ms) - 1))))]
@@ -107,6 +127,56 @@ def main() -> None:
           f"EHRAgent-style {statistics.mean(theirs):,.0f}; ratio ours/EHRAgent-style "
           f"{sum(ours) / sum(theirs):.2f}")
     print(f"uncached tokens per question: ours {statistics.mean(o - c for o, c in zip(ours, ours_cached)):,.0f}")
+    print(f"at a {SMALL_WINDOW:,}-token window: prompt {statistics.mean(estimate_prompt_tokens(p.messages) for p in small):,.0f} "
+          f"tokens (max {max(estimate_prompt_tokens(p.messages) for p in small):,}), tables in full "
+          f"{statistics.mean(len(p.tables) for p in small):.1f}, examples {statistics.mean(len(p.example_ids) for p in small):.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        ehrsql_table_recall(Path(tmp), args.ehrsql_limit)
+
+
+def gold_tables(sql: str) -> set[str]:
+    return {t.name.lower() for t in parse_one(sql, read="sqlite").find_all(exp.Table)}
+
+
+class TrainMemory:
+    """Train's questions with their gold SQL as the memory's cells (ranked as memory ranks)."""
+
+    def __init__(self, items) -> None:
+        self.cases = [Example(f"train:{i.id}", i.question, f'answer = ehr.sql("""{i.gold_sql}""")') for i in items]
+        self.keys = [default_tokens(c.question) for c in self.cases]
+
+    def examples(self, question, schema, k):
+        ranked = process.extract(default_tokens(question), self.keys, scorer=fuzz.ratio, processor=None, limit=k)
+        return [self.cases[i] for _, _, i in ranked]
+
+
+def ehrsql_table_recall(tmp: Path, limit: int) -> None:
+    from ehr_magic.data.sources import ehrsql
+
+    db = tmp / "ehrsql.duckdb"
+    ehrsql.load(EHRSQL / "mimic_iv.sqlite", db)
+    valid = [i for i in load_split(EHRSQL, "valid") if i.answerable]
+    valid = valid[:limit] if limit else valid
+    train = [i for i in load_split(EHRSQL, "train") if i.answerable]
+    print(f"EHRSQL-2024 valid: {len(valid)} answerable questions; tables of the gold SQL all described in full:")
+    with ehr_magic.connect(db) as ehr:
+        for memory_name, memory in (("seeds only", SeedExamples()), ("train as memory", TrainMemory(train))):
+            agent = Agent(ehr, None, examples=memory, settings=AgentSettings(shots=4))
+            for window in (DEFAULT_LOCAL_WINDOW, SMALL_WINDOW):
+                fitted = ContextWindow(window, "bench")
+                covered, tables, tokens, too_long = 0, [], [], 0
+                for item in valid:
+                    try:
+                        prompt = agent.prompt(item.question, window=fitted)
+                    except PromptTooLongError:
+                        too_long += 1
+                        continue
+                    covered += gold_tables(item.gold_sql) <= set(prompt.tables)
+                    tables.append(len(prompt.tables))
+                    tokens.append(estimate_prompt_tokens(prompt.messages))
+                print(f"  {memory_name:<16} window {window:>5,}: {100 * covered / len(valid):.2f}% "
+                      f"({covered}/{len(valid)}), tables in full {statistics.mean(tables):.1f} of {len(ehr.tables())}, "
+                      f"prompt {statistics.mean(tokens):,.0f} tokens" + (f", {too_long} did not fit" if too_long else ""))
 
 
 class _Excluding:

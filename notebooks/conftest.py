@@ -1,8 +1,9 @@
 """The harness that runs the notebooks in the test suite (``pytest --nbmake``).
 
 The notebooks hold no test code: this file prepares the world they run in. Once per
-session it builds the MIMIC-IV demo database from ``../shared/data`` and starts the
-fake OpenAI-compatible server (``tests/fake_llm.py``). Before each notebook it points
+session it starts the fake OpenAI-compatible server (``tests/fake_llm.py``) and builds,
+when a notebook first needs it, the database that notebook runs on (``NOTEBOOK_DATABASES``:
+the MIMIC-IV demo unless a notebook names another) from ``../shared/data``. Before each notebook it points
 the environment at them (nbmake's kernel inherits ``os.environ`` when it starts): the
 database, a fresh memory file, temporary user folders, and a model that answers from
 ``replies/<notebook>.yaml`` (a notebook without one must not call the model). After
@@ -27,6 +28,7 @@ REPO = HERE.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 MIMIC_IV_DEMO = SHARED_DATA / "mimic-iv-clinical-database-demo-2.2"
 CHARTEVENTS_RECONSTRUCTED = SHARED_DATA / "mimic-iv-demo-2.2-chartevents-reconstructed"
+EICU_DEMO = SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"
 
 sys.path[:0] = [str(REPO / "tests"), str(HERE / "replies")]
 from fake_llm import FakeLLMServer  # noqa: E402
@@ -64,13 +66,34 @@ def build_demo_database(out: Path) -> Path:
     return out
 
 
+def build_eicu_database(out: Path) -> Path:
+    """The eICU demo (without lab, nurseCharting and vitalPeriodic, as the open snapshot has it)."""
+    from ehr_magic.data.sources import eicu
+
+    if not EICU_DEMO.is_dir():
+        pytest.skip(f"the eICU demo is not at {EICU_DEMO}")
+    eicu.load([EICU_DEMO], out)
+    return out
+
+
+# Database name -> how to build it; notebook stem -> the database it runs on (default: DEFAULT_DATABASE).
+DATABASE_BUILDERS = {"mimic-iv-demo": build_demo_database, "eicu-demo": build_eicu_database}
+DEFAULT_DATABASE = "mimic-iv-demo"
+NOTEBOOK_DATABASES = {"eicu_quickstart": "eicu-demo"}
+
+
+def database_of(notebook: str | Path) -> str:
+    """The name of the database a notebook runs on."""
+    return NOTEBOOK_DATABASES.get(Path(notebook).stem, DEFAULT_DATABASE)
+
+
 class _Harness:
-    """Session state: one database, one server, one temporary folder."""
+    """Session state: the databases built so far, one server, one temporary folder."""
 
     def __init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="ehr-magic-notebooks-")
         self.root = Path(self._tmp.name)
-        self.database = build_demo_database(self.root / "mimic-iv-demo.duckdb")
+        self.databases: dict[str, Path] = {}
         self.server = FakeLLMServer().start()
         self.model: ScriptedModel | None = None
         self._saved_env: dict[str, str | None] = {}
@@ -79,13 +102,19 @@ class _Harness:
         """Point the environment at the harness for one notebook (restored by ``finish``)."""
         run_dir = self.root / notebook.stem
         run_dir.mkdir(exist_ok=True)
-        env = notebook_environment(run_dir, self.database, self.server.base_url)
+        env = notebook_environment(run_dir, self.database(database_of(notebook)), self.server.base_url)
         self._saved_env = {k: os.environ.get(k) for k in (*_SCRUBBED, *env)}
         for var in _SCRUBBED:
             os.environ.pop(var, None)
         os.environ.update(env)
         self.model = ScriptedModel.for_notebook(notebook)
         self.server.responder = self.model
+
+    def database(self, name: str) -> Path:
+        """The database called ``name``, built the first time a notebook needs it."""
+        if name not in self.databases:
+            self.databases[name] = DATABASE_BUILDERS[name](self.root / f"{name}.duckdb")
+        return self.databases[name]
 
     def finish(self) -> list[str]:
         """Restore the environment; returns what did not go as scripted."""

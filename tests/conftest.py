@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 from fake_llm import fake_llm  # noqa: F401  (the fake OpenAI-compatible server fixture)
+from llama_server import llama_server, local_llm  # noqa: F401  (a real llama.cpp model server, once per session)
 from servers import pg_ehrsql, pg_server  # noqa: F401  (real database servers, started once per session)
 from spark_server import spark_ehrsql, spark_server  # noqa: F401  (a real Spark Connect server, once per session)
 
-from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, MIMIC_IV_DEMO
+from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, EICU_DEMO, MIMIC_III_DEMO, MIMIC_IV_DEMO
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +48,26 @@ def mimic_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("mimic") / "mimic-iv-demo.duckdb"
     mimic_iv.load([MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED], out, dataset="mimic-iv-demo")
+    return out
+
+
+@pytest.fixture(scope="session")
+def mimic_iii_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The MIMIC-III 1.4 demo, loaded once per test session."""
+    from ehr_magic.data.sources import mimic_iii
+
+    out = tmp_path_factory.mktemp("mimic3") / "mimic-iii-demo.duckdb"
+    mimic_iii.load([MIMIC_III_DEMO], out, dataset="mimic-iii-demo")
+    return out
+
+
+@pytest.fixture(scope="session")
+def eicu_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The eICU demo (without lab, nurseCharting and vitalPeriodic), loaded once per test session."""
+    from ehr_magic.data.sources import eicu
+
+    out = tmp_path_factory.mktemp("eicu") / "eicu-demo.duckdb"
+    eicu.load([EICU_DEMO], out)
     return out
 
 

@@ -61,7 +61,7 @@ class FakeReply:
     ``text``: the assistant message (for an error status: the error message).
     ``status``/``headers``: HTTP status and extra headers (e.g. ``Retry-After``).
     ``delay``: seconds to wait before answering (to provoke client timeouts).
-    ``body``: raw body that replaces everything (e.g. malformed JSON).
+    ``body``: raw body that replaces everything (e.g. malformed JSON), sent as ``content_type``.
     ``truncate_stream``: drop the connection halfway through a streamed answer.
     ``empty_choices``: answer with ``choices: []``.
     ``usage``: include token usage (``True``: computed, a dict: these numbers, ``False``: none).
@@ -74,6 +74,7 @@ class FakeReply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     body: str | bytes | None = None
+    content_type: str = "application/json"
     truncate_stream: bool = False
     empty_choices: bool = False
     usage: bool | dict[str, int] = True
@@ -182,6 +183,7 @@ class FakeLLMServer:
         self._stopping = threading.Event()
         self.responder: Responder | None = None
         self.requests: list[FakeRequest] = []
+        self.context_window: int | None = 32_768  # GET /props reports it as n_ctx, as llama.cpp's server does (None: 404)
         self.unscripted: list[FakeRequest] = []
         """Requests that found no reply (answered 500)."""
         self.responder_errors: list[str] = []
@@ -292,7 +294,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
-            if path in ("/v1/models", "/models"):
+            if path == "/props" and server.context_window:  # llama.cpp's server: where the window is read
+                self._json(200, {"default_generation_settings": {"n_ctx": server.context_window}})
+            elif path in ("/v1/models", "/models"):
                 self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})
             else:
                 self._error(404, f"FakeLLMServer has no GET route {path}")
@@ -343,7 +347,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             if reply.body is not None:
                 body = reply.body.encode() if isinstance(reply.body, str) else reply.body
-                self._send(reply.status, body, "application/json", reply.headers)
+                self._send(reply.status, body, reply.content_type, reply.headers)
             elif reply.status >= 400:
                 message = reply.text or f"fake error {reply.status}"
                 self._error(reply.status, message, reply.headers)

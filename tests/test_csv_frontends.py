@@ -14,7 +14,7 @@ import pytest
 from datapaths import SHARED_DATA
 from ehr_magic.data import sources
 from ehr_magic.magic.command import read_marker
-from test_magic import magic_shell
+from test_magic import ipython_shell
 
 SYNTHEA = SHARED_DATA / "synthea-dbt-synthea-seeds" / "synthea"
 QUESTION = "How many emergency encounters did female patients have?"
@@ -55,8 +55,7 @@ def expected(synthea_db: Path) -> int:
 
 @pytest.fixture()
 def ip(synthea_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    with magic_shell(synthea_db, monkeypatch, tmp_path) as shell:
-        yield shell
+    yield from ipython_shell(synthea_db, monkeypatch, tmp_path)
 
 
 def test_magic_answers_on_the_csv_schema_with_the_drafted_knowledge(ip, fake_llm, expected: int) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,10 +20,9 @@ def fenced(code: str) -> str:
     return f"Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
 
 
-@contextlib.contextmanager
-def magic_shell(db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[InteractiveShell]:
-    """A real IPython shell with the extension loaded on ``db`` and a fresh memory file."""
-    monkeypatch.setenv("EHR_MAGIC_DB", str(db))
+def ipython_shell(database: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[InteractiveShell]:
+    """A real IPython shell with the extension loaded on ``database`` and a private memory."""
+    monkeypatch.setenv("EHR_MAGIC_DB", str(database))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
     shell = InteractiveShell()
     shell.history_manager.enabled = False
@@ -36,8 +34,7 @@ def magic_shell(db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> It
 
 @pytest.fixture()
 def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys):
-    with magic_shell(ehrsql_db, monkeypatch, tmp_path) as shell:
-        yield shell
+    yield from ipython_shell(ehrsql_db, monkeypatch, tmp_path)
 
 
 def inserted(shell: InteractiveShell) -> str:

@@ -6,6 +6,7 @@ consistent with their reply scripts, and reproducible without any model.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from ehr_magic.magic.command import read_marker
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+# The session fixture (tests/conftest.py) of the database each notebook runs on, as notebooks/conftest.py chooses it.
+DATABASE_FIXTURES = {"mimic-iv-demo": "mimic_demo_db", "eicu-demo": "eicu_demo_db"}
 SCAFFOLDING = re.compile(r"fake|scripted|nbmake|pytest|monkeypatch|127\.0\.0\.1|localhost|os\.environ|%env|%set_env",
                          re.IGNORECASE)
 FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)
@@ -105,12 +108,13 @@ def test_accepted_cells_match_the_reply_script(path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_runs_without_a_model(path: Path, mimic_demo_db: Path, tmp_path: Path, monkeypatch) -> None:
+def test_runs_without_a_model(path: Path, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> None:
     """No model configured: each new question says what to set, nothing fails, and the
     accepted cells reproduce the results (and memory answers a repeated question)."""
     from nbclient import NotebookClient
 
-    monkeypatch.setenv("EHR_MAGIC_DB", str(mimic_demo_db))
+    database = request.getfixturevalue(DATABASE_FIXTURES[_notebook_harness().database_of(path)])
+    monkeypatch.setenv("EHR_MAGIC_DB", str(database))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
     nb = read(path)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -130,3 +134,14 @@ def test_runs_without_a_model(path: Path, mimic_demo_db: Path, tmp_path: Path, m
         if marked is not None:
             accepted.add(marked[1])
             assert text.strip(), f"the accepted cell for {marked[1]!r} shows nothing"
+
+
+@functools.cache
+def _notebook_harness():
+    """notebooks/conftest.py as a module (not as a conftest: it would shadow tests/conftest.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebook_harness", NOTEBOOKS_DIR / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

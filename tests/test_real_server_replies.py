@@ -77,3 +77,25 @@ def test_a_server_that_finishes_loading_answers(fake_llm) -> None:
     fake_llm.enqueue("hello back")
     with client() as llm:
         assert llm.chat(MESSAGES).text == "hello back"
+
+
+# llama-cpp-python's answer to a streamed prompt longer than its window: 200 and an event stream closed empty
+EMPTY_STREAM = FakeReply(body=b"", content_type="text/event-stream; charset=utf-8")
+
+
+def test_a_stream_closed_empty_is_asked_again_whole(fake_llm) -> None:
+    fake_llm.enqueue(EMPTY_STREAM)
+    fake_llm.enqueue(FakeReply(text="This model's maximum context length is 4096 tokens. However, you requested "
+                                    "6031 tokens (6031 in the messages, None in the completion).", status=400))
+    with client() as llm, pytest.raises(LLMContextError, match="does not fit the model's context window"):
+        llm.chat(MESSAGES, stream=True)
+    assert [r.json.get("stream") for r in fake_llm.requests] == [True, None]
+
+
+def test_a_whole_answer_in_place_of_an_empty_stream_is_shown(fake_llm) -> None:
+    fake_llm.enqueue(EMPTY_STREAM)
+    fake_llm.enqueue("hello back")
+    shown: list[str] = []
+    with client() as llm:
+        completion = llm.chat(MESSAGES, stream=True, on_token=shown.append)
+    assert completion.text == "hello back" and shown == ["hello back"]

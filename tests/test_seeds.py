@@ -23,14 +23,28 @@ from ehr_magic.agent.fewshot import SeedExamples, seed_examples
 from ehr_magic.data.lookup import normalise
 
 # schema -> the conftest fixture that builds its database (once per session)
-DATABASES = {"ehrsql_mimic_iv": "ehrsql_db", "mimic_iv": "mimic_demo_db"}
+DATABASES = {"ehrsql_mimic_iv": "ehrsql_db", "mimic_iv": "mimic_demo_db", "mimic_iii": "mimic_iii_demo_db",
+             "eicu": "eicu_demo_db"}
+# How many seeds each file holds (the MIMIC-IV ones came first and cover the most).
+SIZES = {"ehrsql_mimic_iv": (30, 50), "mimic_iv": (30, 50), "mimic_iii": (10, 15), "eicu": (10, 15)}
+CALENDAR_TAGS = {"demographics", "admissions", "icu", "diagnoses", "procedures", "labs", "vitals", "intake-output",
+                 "prescriptions", "time", "lookup", "polars", "cohort", "top-n"}
+WANTED_TAGS = {
+    "ehrsql_mimic_iv": CALENDAR_TAGS | {"microbiology", "costs"},
+    "mimic_iv": CALENDAR_TAGS | {"microbiology"},
+    "mimic_iii": CALENDAR_TAGS | {"carevue-metavision"},
+    "eicu": {"demographics", "mortality", "diagnoses", "medications", "infusions", "intake-output", "vitals",
+             "first-24h", "apache", "length-of-stay", "time", "polars", "top-n", "first-last"},
+}
+CLOCK_CALL = re.compile(r"ehr\.(now|ago|period|start_of)\b")
+OFFSET_CALL = re.compile(r"ehr\.(minutes|in_first|during_stay|chronological)\(")
 
 WALL_CLOCK = re.compile(
     r"datetime\.now|\.today\s*\(|\butcnow\b|\btime\.time\s*\(|\bnow\s*\(|"
     r"current_date|current_timestamp|localtimestamp|get_current_time",
     re.IGNORECASE,
 )
-PATIENT_ID = re.compile(r"\b\d{8}\b")  # subject_id, hadm_id or stay_id literals of the demo
+PATIENT_ID = re.compile(r"\b\d{8}\b")  # subject_id, hadm_id or stay_id literals of the MIMIC-IV demo
 
 
 def load_seeds(schema: str) -> list[tuple[int, dict[str, Any]]]:
@@ -77,7 +91,8 @@ def run_seed(ehr, code: str):
 @pytest.mark.parametrize("schema", list(DATABASES))
 def test_seed_file_is_well_formed(schema: str) -> None:
     seeds = SEEDS[schema]
-    assert 30 <= len(seeds) <= 50
+    low, high = SIZES[schema]
+    assert low <= len(seeds) <= high
     questions = []
     for number, seed in seeds:
         where = f"{schema}:{number}"
@@ -107,15 +122,16 @@ def test_seed_ids_follow_line_numbers(schema: str) -> None:
 
 
 def test_seeds_span_the_categories() -> None:
-    wanted = {"demographics", "admissions", "icu", "diagnoses", "procedures", "labs", "vitals",
-              "intake-output", "prescriptions", "microbiology", "time", "lookup", "polars", "cohort", "top-n"}
     for schema, seeds in SEEDS.items():
         tags = {t for _, seed in seeds for t in seed["tags"]}
-        assert wanted <= tags, f"{schema} lacks {wanted - tags}"
-    assert any("costs" in s["tags"] for _, s in SEEDS["ehrsql_mimic_iv"])
+        assert WANTED_TAGS[schema] <= tags, f"{schema} lacks {WANTED_TAGS[schema] - tags}"
     for schema, seeds in SEEDS.items():
-        clock = [s for _, s in seeds if re.search(r"ehr\.(now|ago|period|start_of)\b", s["code"])]
-        assert len(clock) >= 3, f"{schema}: too few seeds use the dataset clock"
+        clock = [s for _, s in seeds if CLOCK_CALL.search(s["code"])]
+        offsets = [s for _, s in seeds if OFFSET_CALL.search(s["code"])]
+        if schema == "eicu":  # offset time: the clock helpers would raise
+            assert not clock and len(offsets) >= 3, f"{schema}: seeds should use the offset helpers"
+        else:
+            assert len(clock) >= 3, f"{schema}: too few seeds use the dataset clock"
 
 
 # -- every seed runs ------------------------------------------------------------------------
@@ -214,6 +230,94 @@ def _mimic_norepinephrine(ehr, answer) -> None:
     assert answer["unit"].item() == "mg"
 
 
+def _age_over_89(ehr, answer) -> None:
+    born = ehr.table("patients").filter(pl.col("subject_id") == 10094).collect()["dob"].item()
+    first = ehr.table("admissions").filter(pl.col("subject_id") == 10094).collect()["admittime"].min()
+    assert (first - born).days / 365.2425 > 89 and answer == "> 89"
+    # the same cell on a patient under 90 gives the plain age
+    code = seed_by_question("mimic_iii", "How old was patient 10094 at their first hospital admission?")["code"]
+    born = ehr.table("patients").filter(pl.col("subject_id") == 10006).collect()["dob"].item()
+    first = ehr.table("admissions").filter(pl.col("subject_id") == 10006).collect()["admittime"].min()
+    years = first.year - born.year - ((first.month, first.day) < (born.month, born.day))
+    assert run_seed(ehr, code.replace("10094", "10006")).answer == years < 90
+
+
+def _acute_kidney_failure(ehr, answer) -> None:
+    coded = ehr.table("diagnoses_icd").filter(pl.col("icd9_code").str.starts_with("584")).collect()
+    titles = ehr.table("d_icd_diagnoses").filter(pl.col("long_title").str.contains("(?i)acute kidney failure")).collect()
+    assert set(titles["icd9_code"]) >= set(coded["icd9_code"])
+    assert answer == coded["subject_id"].n_unique() > 0
+
+
+def _icu_systems(ehr, answer) -> None:
+    stays = ehr.table("icustays").collect()
+    for system in ("carevue", "metavision"):
+        mine = stays.filter(pl.col("dbsource") == system)
+        row = answer.filter(pl.col("dbsource") == system).row(0, named=True)
+        assert row["stays"] == mine.height and row["median_los_days"] == pytest.approx(mine["los"].median(), abs=0.01)
+
+
+def _first_day_heart_rate(ehr, answer) -> None:
+    stays = ehr.table("icustays").filter(pl.col("subject_id") == 10126).collect()
+    for stay in stays.iter_rows(named=True):
+        rates = ehr.table("chartevents").filter(
+            (pl.col("icustay_id") == stay["icustay_id"]) & pl.col("itemid").is_in([211, 220045])
+            & (pl.col("error").fill_null(0) == 0) & pl.col("valuenum").is_not_null()
+            & (pl.col("charttime") >= stay["intime"])
+            & (pl.col("charttime") < stay["intime"] + dt.timedelta(hours=24))).collect()
+        row = answer.filter(pl.col("icustay_id") == stay["icustay_id"]).row(0, named=True)
+        assert row["measurements"] == rates.height and row["mean_heart_rate"] == pytest.approx(
+            rates["valuenum"].mean(), abs=0.05)
+
+
+def _norepinephrine_both_systems(ehr, answer) -> None:
+    carevue = ehr.table("inputevents_cv").filter(pl.col("itemid").is_in([30047, 30120])).collect()
+    metavision = ehr.table("inputevents_mv").filter(
+        (pl.col("itemid") == 221906) & (pl.col("statusdescription") != "Rewritten")).collect()
+    assert answer["total"].sum() == pytest.approx(carevue["amount"].sum() + metavision["amount"].sum(), abs=0.5)
+    assert set(answer["system"]) == {"carevue", "metavision"}
+    assert set(answer["icustay_id"]) == set(carevue.drop_nulls("amount")["icustay_id"]) | set(
+        metavision["icustay_id"])
+def _eicu_hospital_deaths(ehr, answer) -> None:
+    status = ehr.table("patient").select("hospitaldischargestatus").drop_nulls().collect().to_series()
+    assert answer == pytest.approx(round(100 * (status == "Expired").mean(), 2))
+    assert answer == pytest.approx(8.51)
+
+
+def _eicu_vancomycin_first_day(ehr, answer) -> None:
+    orders = (ehr.table("medication")
+              .filter(pl.col("drugname").str.to_lowercase().str.contains("vancomycin")
+                      & ~pl.col("drugordercancelled").fill_null(False)
+                      & (pl.col("drugstartoffset") >= 0) & (pl.col("drugstartoffset") < 1440))
+              .collect())
+    assert answer == orders["patientunitstayid"].n_unique() > 0
+
+
+def _eicu_last_systolic(ehr, answer) -> None:
+    stays = ehr.table("patient").filter(pl.col("uniquepid") == "002-10148").collect()
+    assert stays["patienthealthsystemstayid"].n_unique() == 1  # one visit: unitvisitnumber orders the stays
+    rows = (ehr.table("vitalaperiodic").drop_nulls("noninvasivesystolic")
+            .join(ehr.table("patient").select("patientunitstayid", "unitvisitnumber"), on="patientunitstayid")
+            .filter(pl.col("patientunitstayid").is_in(stays["patientunitstayid"].to_list()))
+            .sort("unitvisitnumber", "observationoffset").collect())
+    assert answer["patientunitstayid"].item() == rows["patientunitstayid"][-1]
+    assert answer["observationoffset"].item() == rows["observationoffset"][-1]
+
+
+def _eicu_lengths_of_stay(ehr, answer) -> None:
+    stays = ehr.table("patient").collect()
+    assert answer["icu_days"].item() == pytest.approx(round(stays["unitdischargeoffset"].median() / 1440, 2))
+    hospital = (stays["hospitaldischargeoffset"] - stays["hospitaladmitoffset"]).median() / 1440
+    assert answer["hospital_days"].item() == pytest.approx(round(hospital, 2))
+
+
+def _eicu_apache_calibration(ehr, answer) -> None:
+    rows = (ehr.table("apachepatientresult")
+            .filter((pl.col("apacheversion") == "IVa") & (pl.col("predictedhospitalmortality") >= 0)).collect())
+    assert rows["patientunitstayid"].n_unique() == rows.height == answer["stays"].item()
+    assert answer["predicted_pct"].item() == pytest.approx(round(100 * rows["predictedhospitalmortality"].mean(), 2))
+
+
 CHECKS: dict[str, dict[str, Callable[[Any, Any], None]]] = {
     "ehrsql_mimic_iv": {
         "How many separate hospital admissions did patient 10007795 have in 2100?": _ehrsql_visit_count,
@@ -231,6 +335,23 @@ CHECKS: dict[str, dict[str, Callable[[Any, Any], None]]] = {
         "For how many hours was patient 10007818 on invasive mechanical ventilation?": _mimic_ventilation_hours,
         "How many cultures of each specimen type were sent, and how many grew an organism?": _mimic_cultures,
         "How much norepinephrine did patient 10005817 receive in total?": _mimic_norepinephrine,
+    },
+    "mimic_iii": {
+        "How old was patient 10094 at their first hospital admission?": _age_over_89,
+        "How many patients were ever diagnosed with acute kidney failure?": _acute_kidney_failure,
+        "How many ICU stays were recorded by CareVue and by MetaVision, and what was their median length of stay?":
+            _icu_systems,
+        "What was the mean heart rate of patient 10126 in the first 24 hours of each ICU stay?": _first_day_heart_rate,
+        "How much norepinephrine did each ICU stay receive in total, on either ICU system?":
+            _norepinephrine_both_systems,
+    },
+    "eicu": {
+        "What percentage of ICU stays ended with the patient dying in hospital?": _eicu_hospital_deaths,
+        "How many ICU stays had vancomycin ordered in the first 24 hours of the ICU stay?": _eicu_vancomycin_first_day,
+        "What was the last non-invasive systolic blood pressure recorded for patient 002-10148?": _eicu_last_systolic,
+        "What are the median ICU and hospital lengths of stay in days?": _eicu_lengths_of_stay,
+        "How does APACHE IVa predicted hospital mortality compare with the observed mortality?":
+            _eicu_apache_calibration,
     },
 }
 
@@ -254,6 +375,12 @@ RETRIEVAL = [
      "vitals"),
     ("mimic_iv", "How many patients have ever been diagnosed with pneumonia?", "diagnoses"),
     ("mimic_iv", "What was the highest blood potassium of patient 10019172 during the admission?", "labs"),
+    ("mimic_iii", "What was the lowest blood sodium of patient 10019 during the admission?", "labs"),
+    ("mimic_iii", "How much vasopressin did each ICU stay receive on either ICU system?", "carevue-metavision"),
+    ("mimic_iii", "What are the five most common diagnoses?", "diagnoses"),
+    ("eicu", "What was the highest non-invasive diastolic blood pressure of ICU stay 141765?", "vitals"),
+    ("eicu", "How many ICU stays had a diagnosis of pneumonia?", "diagnoses"),
+    ("eicu", "How many stays received a propofol infusion?", "infusions"),
 ]
 
 

@@ -1,62 +1,95 @@
 """Building the messages the model sees, from the dataset's knowledge and the steps.
 
-The system prompt depends only on the dataset (its introduction, conventions, tables
-and clock), so it is identical for every question on the same database and sits first,
-where providers' prompt caching can reuse it.
+The system prompt depends only on the dataset (its introduction, conventions, a
+one-line index of its tables and its clock), so it is identical for every question on
+the same database and sits first, where providers' prompt caching can reuse it. The
+full descriptions of the tables a question needs (``table_choice``) go with the question.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from ehr_magic.agent import prompts
+from ehr_magic.agent import prompts, table_choice
 from ehr_magic.agent.executor import ErrorInfo
 from ehr_magic.agent.fewshot import Example
 
 
-def system_prompt(ehr: Any) -> str:
-    return _system_prompt_for(ehr.path, ehr.schema, ehr.now)
+def system_prompt(ehr: Any, *, full_index: bool = True) -> str:
+    """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
+    every table (names only when ``full_index`` is false, for the smallest windows)."""
+    return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index,
+                              ehr.stored_knowledge)
 
 
 @lru_cache(maxsize=16)
-def _system_prompt_for(path: Any, schema: str, now: Any) -> str:
+def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, stored_knowledge: str | None) -> str:
     from ehr_magic.data import connect
 
-    # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it.
+    # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it, and on
+    # the knowledge stored there, so a reconnect after ``data knowledge --import`` sees the new text.
     with connect(path, now=now) as ehr:
         knowledge = ehr.knowledge
-        tables = ehr.tables()
         if knowledge is not None:
-            described = [t for t in tables if t in knowledge.tables]
-            undescribed = [t for t in tables if t not in knowledge.tables]
-            table_text = knowledge.detail(described)
-            if undescribed:
-                table_text += "\n" + _plain_tables(ehr, undescribed)
             introduction = knowledge.introduction.strip()
             conventions = "\n".join(f"- {c}" for c in knowledge.conventions)
         else:
-            table_text = _plain_tables(ehr, tables)
             introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
-                              tables=table_text, now=ehr.now.strftime("%Y-%m-%d %H:%M:%S"))
+                              table_index=table_index(ehr, full=full_index), time_rules=_time_rules(ehr))
 
 
-def _plain_tables(ehr: Any, tables: list[str]) -> str:
+def _time_rules(ehr: Any) -> str:
+    """How time works here: the dataset clock, or minutes from each stay's start (eICU)."""
+    if ehr.time_model == "offset":
+        return prompts.render("time_offset")
+    return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def table_index(ehr: Any, *, full: bool = True) -> str:
+    """One line per table (what a row is), or only the names; absent tables named last."""
+    knowledge = ehr.knowledge
+    tables = ehr.tables()
+    if not full:
+        lines = [", ".join(tables)]
+    else:
+        lines = [knowledge.tables[t].summary() if knowledge and t in knowledge.tables else
+                 f"{t}: columns {', '.join(ehr.columns(t))}" for t in tables]
+    absent = knowledge.absent if knowledge is not None else ()
+    if absent:
+        lines.append(f"Not in this database (questions that need them cannot be answered): {', '.join(absent)}.")
+    return "\n".join(lines)
+
+
+def table_details(ehr: Any, tables: Sequence[str]) -> str:
+    """The full description of ``tables``: columns, joins and the columns worth a lookup."""
+    knowledge = ehr.knowledge
+    described = [t for t in tables if knowledge is not None and t in knowledge.tables]
+    text = knowledge.detail(described) if described else ""
+    plain = [t for t in tables if t not in described]
+    if plain:
+        text = (text + "\n" if text else "") + _plain_tables(ehr, plain)
+    return text
+
+
+def _plain_tables(ehr: Any, tables: Sequence[str]) -> str:
     return "\n".join(f"{t}({', '.join(f'{c} {d}' for c, d in ehr.columns(t).items())})" for t in tables)
 
 
-def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "") -> str:
+def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "",
+                     tables: str = "") -> str:
+    tables_block = f"Tables for this question:\n{tables.strip()}\n\n" if tables.strip() else ""
     shown = "".join(prompts.render("example", question=e.question, knowledge=e.knowledge.strip() or "-",
                                    code=e.code.strip()) for e in examples)
     if shown:
         shown = "Solved examples from this database:\n\n" + shown + "Now the new question.\n"
     knowledge_block = f"\nKnowledge for this question:\n{knowledge.strip()}\n" if knowledge.strip() else ""
     skills_block = f"{skills.strip()}\n" if skills.strip() else ""
-    return prompts.render("question", examples=shown, skills=skills_block, knowledge=knowledge_block,
-                          question=question.strip())
+    return prompts.render("question", tables=tables_block, examples=shown, skills=skills_block,
+                          knowledge=knowledge_block, question=question.strip())
 
 
 def numbered(code: str) -> str:
@@ -77,5 +110,4 @@ def trace_text(error: ErrorInfo | None, soft_failure: str, stdout: str) -> str:
 
 
 def tables_in_code(ehr: Any, code: str) -> list[str]:
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code.lower()))
-    return [t for t in ehr.tables() if t in words]
+    return table_choice.tables_in_code(ehr.tables(), code)

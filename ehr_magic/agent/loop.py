@@ -8,18 +8,26 @@ returns an ``AgentResult``; front ends (CLI, magic, panel, eval) render them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
-from ehr_magic.agent import context, prompts
+from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.conversation import ConversationContext
 from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer
 from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.agent.replies import parse_reply
 from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, preview
+from ehr_magic.agent.table_choice import TablePicker
+from ehr_magic.llm import window as llm_window
+from ehr_magic.llm.config import LLMSettings
+from ehr_magic.llm.errors import LLMContextError
+from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens
+from ehr_magic.llm.window import ContextWindow
 
 from ehr_magic.safety import check_code, privacy
 
@@ -54,6 +62,18 @@ class Event:
     elapsed: float = 0.0
 
 
+@dataclass
+class Prompt:
+    """The first request of a question and how it was fitted into the window."""
+
+    messages: list[dict[str, str]]
+    layout: budget.Layout
+    window: ContextWindow
+    tables: list[str]  # described in full, best first
+    example_ids: list[str]
+    render: Callable[..., list[dict[str, str]]]  # layout (, knowledge) -> messages
+
+
 class Agent:
     """Answers questions about one ``EHR`` with one LLM client."""
 
@@ -75,22 +95,33 @@ class Agent:
         s = self.settings
         result = AgentResult(question=question, status="failed", model=getattr(self.llm.settings, "model", ""))
         emit(kind="phase", phase="examples")
-        shots = self.examples.examples(question, self.ehr.schema, s.shots)
-        result.examples = [e.id for e in shots]
-        system = {"role": "system", "content": context.system_prompt(self.ehr)}
+        prompt = self.prompt(question, conversation_context)
+        messages, window = prompt.messages, prompt.window
+        result.examples, result.tables, result.context_window = prompt.example_ids, prompt.tables, window.tokens
         if s.knowledge == "separate":
             emit(kind="phase", phase="knowledge")
-            result.knowledge = self._call(result, "knowledge", [system, _user(prompts.render("knowledge", question=question))]).text.strip()
-        question_text = context.question_message(question, shots, result.knowledge, _skills_for(question, self.ehr.schema))
-        # -- conversation hook (ehr_magic.agent.conversation): earlier turns and notebook variables
-        conversation = conversation_context if conversation_context and not conversation_context.empty else None
-        if conversation is not None:
-            question_text = conversation.render() + "\n" + question_text
-        messages = [system, _user(question_text)]
+            tables = context.table_details(self.ehr, result.tables)
+            ask = (f"Tables for this question:\n{tables}\n\n" if tables else "") + \
+                prompts.render("knowledge", question=question)
+            result.knowledge = self._call(result, "knowledge", [messages[0], _user(ask)]).text.strip()
+            messages = prompt.render(prompt.layout, result.knowledge)
         reminded, previous_code = False, None
         for index in range(1, s.max_steps + 1):
             emit(kind="phase", phase="code", detail=f"step {index}/{s.max_steps}")
-            completion = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t))
+            fitted = budget.trim_steps(messages, window)
+            if fitted is None:
+                result.message = budget.too_long(estimate_prompt_tokens(messages), window)
+                break
+            try:
+                completion = self._call(result, "code", fitted, on_token=lambda t: emit(kind="token", detail=t))
+            except LLMContextError as exc:  # the server's window is smaller than we were told
+                learned = llm_window.learn_from_error(getattr(self.llm, "settings", None), str(exc))
+                if index > 1 or learned is None or learned.tokens >= window.tokens:
+                    raise
+                prompt = self.prompt(question, conversation_context, window=learned)
+                messages, window = prompt.messages, prompt.window
+                result.examples, result.tables, result.context_window = prompt.example_ids, prompt.tables, window.tokens
+                completion = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t))
             text = completion.text
             reply = parse_reply(text)
             result.standalone_question = reply.standalone or result.standalone_question
@@ -100,7 +131,7 @@ class Agent:
             if reply.kind == "none" and not reminded:  # one reminder, then a clear failure
                 reminded = True
                 messages += [{"role": "assistant", "content": text}, _user(prompts.render("reminder"))]
-                completion = self._call(result, "reminder", messages)
+                completion = self._call(result, "reminder", budget.trim_steps(messages, window) or messages)
                 text = completion.text
                 reply = parse_reply(text)
                 result.standalone_question = reply.standalone or result.standalone_question
@@ -171,6 +202,47 @@ class Agent:
         result.own_seconds = time.perf_counter() - started - result.model_seconds
         emit(kind="done", result=result)
         return result
+
+    def prompt(self, question: str, conversation_context: ConversationContext | None = None, *,
+               window: ContextWindow | None = None) -> Prompt:
+        """The first request for ``question``, fitted into the model's window (no model call).
+
+        Raises ``PromptTooLongError`` when even the smallest layout does not fit."""
+        shots = self.examples.examples(question, self.ehr.schema, self.settings.shots)
+        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots])
+        skills_text = _skills_for(question, self.ehr.schema)
+        conversation = conversation_context if conversation_context and not conversation_context.empty else None
+        window = window or self.context_window()
+
+        def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
+            system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index)}
+            tables = context.table_details(self.ehr, choice.tables[:layout.tables])
+            text = context.question_message(question, shots[:layout.examples], knowledge,
+                                            skills_text if layout.skills else "", tables=tables)
+            if conversation is not None:  # earlier turns and notebook variables
+                fitted = conversation if layout.history_tokens is None else \
+                    dataclasses.replace(conversation, budget_tokens=layout.history_tokens)
+                text = fitted.render() + "\n" + text
+            return [system, _user(text)]
+
+        sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
+        full = budget.Layout(tables=budget.tables_within(sizes, window.tokens), examples=len(shots),
+                             skills=bool(skills_text))
+        layout, messages = budget.fit(full, render, window)
+        return Prompt(messages, layout, window, list(choice.tables[:layout.tables]),
+                      [e.id for e in shots[:layout.examples]], render)
+
+    @cached_property
+    def table_picker(self) -> TablePicker:
+        """Scores this database's tables for each question (built on first use)."""
+        return TablePicker(self.ehr)
+
+    def context_window(self) -> ContextWindow:
+        """The model's window: settings, else the server, else a default (``ehr_magic.llm.window``)."""
+        settings = getattr(self.llm, "settings", None)
+        if isinstance(settings, LLMSettings):
+            return llm_window.context_window(settings)
+        return ContextWindow(llm_window.DEFAULT_LOCAL_WINDOW, "default")
 
     def _debug(self, result: AgentResult, question: str, code: str, trace: str, hints: list[str]) -> str:
         tables = context.tables_in_code(self.ehr, code)

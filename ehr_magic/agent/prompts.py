@@ -12,9 +12,10 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-PROMPT_VERSION = 2  # 2: retrieved clinical skills in the question message
+PROMPT_VERSION = 3  # 3: a table index in the system prompt, the chosen tables in full with the question
 NAMES = ("system", "knowledge", "question", "example", "feedback", "debugger_system", "debugger", "reminder",
-         "conversation")  # conversation: earlier turns and notebook variables (ehr_magic.agent.conversation)
+         "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.conversation)
+         "time_calendar", "time_offset")  # how time works: the dataset clock, or offsets from each stay (eICU)
 
 
 class PromptError(KeyError):

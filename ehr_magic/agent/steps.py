@@ -81,6 +81,8 @@ class AgentResult:
     own_seconds: float = 0.0
     namespace: dict[str, Any] = field(default_factory=dict, repr=False)
     standalone_question: str = ""  # stated by the model for a follow-up ("" when it stated none)
+    tables: list[str] = field(default_factory=list)  # described in full in the prompt, best first
+    context_window: int = 0  # the model's window the prompt was fitted into (tokens)
 
     @property
     def prompt_tokens(self) -> int:

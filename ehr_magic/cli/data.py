@@ -82,7 +82,8 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_load(args: argparse.Namespace) -> int:
     with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress, output(args.out, progress) as out:
         report = sources.load(args.source, args.inputs, out, now=args.now, progress=progress, schema=args.schema)
-    print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, now = {report.now}.")
+    clock = f"now = {report.now}" if report.now else "no dates (times are offsets in minutes)"
+    print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, {clock}.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
     return 0
@@ -104,7 +105,8 @@ def run_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"{info['path']}\n  dataset {info['dataset']}  schema {info['schema']}  now {info['now']}")
+    clock = f"now {info['now']}" if info["now"] else "time offsets (no dates)"
+    print(f"{info['path']}\n  dataset {info['dataset']}  schema {info['schema']}  {clock}")
     width = max(len(t) for t in info["tables"]) if info["tables"] else 0
     for table, rows in info["tables"].items():
         print(f"  {table:<{width}}  {rows:>12,}")
@@ -122,8 +124,8 @@ def run_knowledge(args: argparse.Namespace) -> int:
     if args.import_file:
         knowledge = knowledge_store.import_knowledge(args.file, args.import_file)
         print(f"Imported {args.import_file} into {redact(args.file)}: schema {knowledge.schema}, "
-              f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it after a "
-              "kernel restart.")
+              f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it once they "
+              "connect again (%ehr connect).")
         return 0
     with connect(args.file) as ehr:
         knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge

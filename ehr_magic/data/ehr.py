@@ -20,7 +20,9 @@ import polars as pl
 from rapidfuzz import process
 
 from ehr_magic.data.clock import Clock, Unit, parse_time
-from ehr_magic.data.lookup import VocabularyCache
+from ehr_magic.data.lookup import Vocabulary, VocabularyCache
+from ehr_magic.data.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
+from ehr_magic.data.offsets import minutes as _minutes
 from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
 from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
 from ehr_magic.errors import EhrMagicError
@@ -53,8 +55,21 @@ class EHR:
             self.schema: str = self.meta.get("schema") or self._recognised_schema()
             default_name = Path(self._engine.location).stem if not self._engine.remote else self._engine.location
             self.dataset: str = self.meta.get("dataset", default_name)
-            anchor = now if now is not None else self.meta.get("now")
-            self.clock = Clock(parse_time(anchor) if anchor else self._latest_time())
+            # "calendar": real (shifted) dates and a dataset clock; "offset": minutes from each stay's start.
+            self.time_model: str = self.meta.get("time_model") or "calendar"
+            if self.time_model not in ("calendar", "offset"):
+                raise EhrMagicError(f"{self.dataset} declares an unknown time model {self.time_model!r}; rebuild it "
+                                    "with this version of ehr-magic (ehr-magic data load).")
+            self.clock: Clock | None = None
+            self.offsets: OffsetTime | None = None
+            if self.time_model == "offset":
+                if now is not None:
+                    raise EhrMagicError(f"{self.dataset} has no dates (times are offsets in minutes), so it has no "
+                                        "clock to set; connect without now=.")
+                self.offsets = OffsetTime(OffsetStays.from_meta(self.meta.get("offset_stays")))
+            else:
+                anchor = now if now is not None else self.meta.get("now")
+                self.clock = Clock(parse_time(anchor) if anchor else self._latest_time())
         except BaseException:
             self._engine.close()
             raise
@@ -129,6 +144,10 @@ class EHR:
         matches = self._vocabularies.get(table, column).match(text, k)
         return matches if scores else [value for value, _ in matches]
 
+    def vocabulary(self, table: str, column: str) -> Vocabulary:
+        """The indexed distinct values of ``table.column`` (read once, then cached)."""
+        return self._vocabularies.get(self._check_table(table), column)
+
     def interrupt(self) -> None:
         """Stop every query running on this database (used by the executor's time limit)."""
         self._engine.interrupt()
@@ -143,32 +162,68 @@ class EHR:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<EHR {self.dataset} schema={self.schema} now={self.now:%Y-%m-%d %H:%M:%S} tables={len(self.tables())}>"
+        clock = f"now={self.clock.now:%Y-%m-%d %H:%M:%S}" if self.clock else "time=offset"
+        return f"<EHR {self.dataset} schema={self.schema} {clock} tables={len(self.tables())}>"
 
     # -- clock -----------------------------------------------------------------------------
 
     @property
     def now(self) -> dt.datetime:
         """The dataset's current time: the anchor of 'today', 'last year', 'N days ago'."""
-        return self.clock.now
+        return self._calendar().now
 
     def ago(self, **amount: float) -> dt.datetime:
         """``now`` minus an amount: ``ehr.ago(months=1)``, ``ehr.ago(years=1, days=2)``."""
-        return self.clock.ago(**amount)  # type: ignore[arg-type]
+        return self._calendar().ago(**amount)  # type: ignore[arg-type]
 
     def start_of(self, unit: Unit, offset: int = 0) -> dt.datetime:
         """Start of this year/month/week/day (``offset=-1``: the previous one)."""
-        return self.clock.start_of(unit, offset)
+        return self._calendar().start_of(unit, offset)
 
     def period(self, unit: Unit, offset: int = 0) -> tuple[dt.datetime, dt.datetime]:
         """``[start, end)`` of a calendar period: ``ehr.period('year', -1)`` is last year."""
-        return self.clock.period(unit, offset)
+        return self._calendar().period(unit, offset)
+
+    # -- offset time (time_model "offset", e.g. eICU; see ehr_magic/data/offsets.py) -----------
+
+    @staticmethod
+    def minutes(*, days: float = 0, hours: float = 0, minutes: float = 0) -> int:
+        """A duration in whole minutes, the unit of offsets: ``ehr.minutes(hours=24)`` is 1440."""
+        return _minutes(days=days, hours=hours, minutes=minutes)
+
+    def in_first(self, column: str, *, days: float = 0, hours: float = 0, minutes: float = 0) -> str:
+        """SQL condition for "in the first 24 hours of the ICU stay": ``ehr.in_first('observationoffset',
+        hours=24)`` is ``(observationoffset >= 0 AND observationoffset < 1440)``."""
+        return self._offset_time("in_first").in_first(column, days=days, hours=hours, minutes=minutes)
+
+    def during_stay(self, column: str, stay: StayKind = "icu", *, patient: str = "p") -> str:
+        """SQL condition for "during the ICU stay" (``'icu'``) or "during the hospital stay"
+        (``'hospital'``); the stay table (eICU: patient) is joined as ``patient`` (default ``p``)."""
+        return self._offset_time("during_stay").during_stay(column, stay, patient=patient)
+
+    def chronological(self, column: str, *, patient: str = "p", latest_first: bool = False) -> str:
+        """ORDER BY list putting a patient's events of all stays in time order (``latest_first``
+        for "the last measurement"); the stay table is joined as ``patient`` (default ``p``)."""
+        return self._offset_time("chronological").chronological(column, patient=patient, latest_first=latest_first)
+
+    def _calendar(self) -> Clock:
+        if self.clock is None:
+            raise EhrMagicError(NO_CLOCK)
+        return self.clock
+
+    def _offset_time(self, helper: str) -> OffsetTime:
+        if self.offsets is None:
+            raise EhrMagicError(f"ehr.{helper} is for databases whose times are offsets (such as eICU); "
+                                f"{self.dataset} has calendar dates, so use ehr.now, ehr.ago, ehr.start_of or "
+                                "ehr.period.")
+        return self.offsets
 
     # -- knowledge -------------------------------------------------------------------------
 
     @cached_property
     def knowledge(self):  # -> Knowledge | None
-        """Human descriptions of this schema's tables and columns (None if none ship).
+        """Human descriptions of this schema's tables and columns (None if none ship),
+        restricted to the tables this database has (the others are listed as ``absent``).
 
         Knowledge stored in the database (drafted by ``data load csv`` or imported with
         ``data knowledge --import``) comes before the packaged file of the schema.
@@ -178,9 +233,11 @@ class EHR:
         try:
             stored = self.stored_knowledge
             if stored is not None:
-                return knowledge.parse(stored, source=f"{self.location} (stored knowledge)",
-                                       expected_schema=self.schema)
-            return knowledge.load(self.schema)
+                found = knowledge.parse(stored, source=f"{self.location} (stored knowledge)",
+                                        expected_schema=self.schema)
+            else:
+                found = knowledge.load(self.schema)
+            return found.restricted_to(self.tables())
         except EhrMagicError:
             return None
 
@@ -197,7 +254,8 @@ class EHR:
             "schema": self.schema,
             "dataset": self.dataset,
             "source": self.meta.get("source", ""),
-            "now": self.now.strftime("%Y-%m-%d %H:%M:%S"),
+            "now": self.clock.now.strftime("%Y-%m-%d %H:%M:%S") if self.clock else "",
+            "time_model": self.time_model,
             "tables": {name: self.count(name) for name in self.tables()},
         }
 

@@ -34,6 +34,7 @@ raises ``EhrMagicError`` naming the file and the problem.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib.resources
@@ -110,12 +111,28 @@ class Knowledge:
     conventions: tuple[str, ...]
     tables: dict[str, TableInfo]
     source: str = field(default="", compare=False)
+    absent: tuple[str, ...] = ()  # described tables this database does not have (see restricted_to)
+
+    def restricted_to(self, present: Iterable[str]) -> Knowledge:
+        """A copy describing only the tables in ``present`` (case-insensitive): the others
+        move to ``absent`` and joins to them are dropped, so the model is never told of a
+        table that is not there."""
+        here = {str(name).lower() for name in present}
+        kept = {
+            name: dataclasses.replace(info, joins=tuple(
+                join for join in info.joins if (m := _JOIN.match(join)) is None or m.group(1).lower() in here))
+            for name, info in self.tables.items() if name.lower() in here
+        }
+        absent = tuple(dict.fromkeys((*self.absent, *(name for name in self.tables if name.lower() not in here))))
+        return dataclasses.replace(self, tables=kept, absent=absent)
 
     def table(self, name: str) -> TableInfo:
         """The description of one table (exact name, else case-insensitive)."""
         info = self.tables.get(name) or self.tables.get(str(name).lower())
         if info is not None:
             return info
+        if str(name).lower() in {t.lower() for t in self.absent}:
+            raise EhrMagicError(f"Table {name} is not in this database, so questions that need it cannot be answered.")
         close = difflib.get_close_matches(str(name).lower(), list(self.tables), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise EhrMagicError(
@@ -132,9 +149,17 @@ class Knowledge:
     def guide(self) -> str:
         """The introduction and the conventions, as compact prompt text."""
         text = f"{self.title}\n{self.introduction.strip()}"
+        if self.absent:
+            text += "\n" + self.absent_note()
         if self.conventions:
             text += "\nConventions:\n" + "\n".join(f"- {rule}" for rule in self.conventions)
         return text
+
+    def absent_note(self) -> str:
+        """One line naming the described tables this database lacks ("" when none)."""
+        if not self.absent:
+            return ""
+        return f"Not in this database: {', '.join(self.absent)}; questions that need them cannot be answered."
 
     def detail(self, tables: Iterable[str]) -> str:
         """Columns and joins of the named tables (in the order given, once each)."""

@@ -89,15 +89,23 @@ def run_sqlite_sql(ehr: EHR, sql: str) -> pl.DataFrame:
 def translator_for(ehr: EHR) -> SQLiteTranslator:
     """A translator bound to ``ehr``'s clock and column types."""
     schema = {table: ehr.columns(table) for table in ehr.tables()}
-    return SQLiteTranslator(now=ehr.now, schema=schema)
+    return SQLiteTranslator(now=ehr.clock.now if ehr.clock else None, schema=schema)
 
 
 class SQLiteTranslator:
     """Translate SQLite queries for one database (its clock and column types)."""
 
-    def __init__(self, *, now: dt.datetime, schema: Schema | None = None) -> None:
-        self.now = now.replace(microsecond=0, tzinfo=None)
+    def __init__(self, *, now: dt.datetime | None, schema: Schema | None = None) -> None:
+        # None: a database without dates (offset time), where SQL asking for "now" cannot be translated.
+        self._now = now.replace(microsecond=0, tzinfo=None) if now is not None else None
         self.schema = {t.lower(): {c.lower(): ty.upper() for c, ty in cols.items()} for t, cols in (schema or {}).items()}
+
+    @property
+    def now(self) -> dt.datetime:
+        if self._now is None:
+            raise TranslationError("This database has no dates (times are offsets), so SQL about the current time "
+                                   "cannot be translated; compare offset columns instead.")
+        return self._now
 
     def translate(self, sql: str) -> str:
         try:

@@ -89,6 +89,10 @@ class _Failure:
     detail: str = ""
 
 
+class _EmptyStream(Exception):
+    """The server opened an event stream and closed it without a single event."""
+
+
 class _Retryable(Exception):
     def __init__(self, failure: _Failure) -> None:
         super().__init__(failure.kind)
@@ -110,6 +114,11 @@ class _Answer:
     prompt_tokens: int | None
     completion_tokens: int | None
     finish_reason: str | None
+
+
+def _whole(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` asking for the whole answer at once rather than a stream."""
+    return {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
@@ -303,18 +312,30 @@ class LLMClient:
         call: _Call,
     ) -> _Answer:
         max_attempts = self.settings.max_retries + 1
+        streaming = use_stream
         while True:
             call.attempts += 1
             call.parts.clear()
             try:
-                return self._attempt(request, use_stream, on_token, call)
+                answer = self._attempt(request if streaming else _whole(request), streaming, on_token, call)
             except LLMError as exc:
                 exc.attempts = call.attempts
                 raise
+            except _EmptyStream:
+                # llama-cpp-python fails a streamed request after its 200 (a prompt longer than the window)
+                # by closing the stream empty, the error only in its log; asked whole, it gives the status.
+                streaming = False
+                continue
             except _Retryable as retry:
                 if call.attempts >= max_attempts:
                     raise self._final_error(retry.failure, call.attempts) from None
+                if retry.failure.kind == "connection":
+                    streaming = False  # ... or by resetting the connection: the retries ask for a whole answer
                 time.sleep(self._wait(call.attempts, retry.failure.retry_after))
+                continue
+            if use_stream and not streaming and answer.text and on_token is not None:
+                on_token(answer.text)  # what the stream would have shown, at once
+            return answer
 
     def _wait(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before the next attempt (attempt counts from 1)."""
@@ -428,6 +449,8 @@ class LLMClient:
         finally:
             stream.close()
 
+        if not received and "text/event-stream" in stream.response.headers.get("content-type", ""):
+            raise _EmptyStream()
         if not received:
             raise LLMResponseError(
                 f"The model server at {self.endpoint} sent no stream events: check that the base URL points to "

@@ -36,6 +36,7 @@ SECTION = "llm"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 NO_KEY_PLACEHOLDER = "not-needed"
+MIN_CONTEXT_WINDOW = 512  # below this no useful prompt fits
 """Sent as the API key to local OpenAI-compatible servers that need none."""
 
 
@@ -55,6 +56,8 @@ class LLMSettings:
     timeout: float = 60.0
     max_retries: int = 4
     stream: bool = True
+    context_window: int | None = None
+    """Tokens the model reads at most (prompt and reply); ``None``: ask the server, else a default."""
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     """Where each value came from, e.g. ``{"model": "env EHR_MAGIC_MODEL"}``."""
 
@@ -76,6 +79,7 @@ _ENV: dict[str, tuple[str, ...]] = {
     "azure_endpoint": ("AZURE_OPENAI_ENDPOINT",),
     "api_version": ("OPENAI_API_VERSION", "AZURE_OPENAI_API_VERSION"),
     "deployment": ("AZURE_OPENAI_DEPLOYMENT",),
+    "context_window": ("EHR_MAGIC_CONTEXT_WINDOW",),
 }
 _KEY_ENV = {"openai": "OPENAI_API_KEY", "compatible": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
 
@@ -140,6 +144,13 @@ def _coerce(key: str, value: Any, where: str) -> Any:
             if number < 0:
                 raise ValueError
             return number
+        if key == "context_window":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            number = int(value)
+            if number < MIN_CONTEXT_WINDOW:
+                raise ValueError
+            return number
         if key == "stream":
             if isinstance(value, bool):
                 return value
@@ -162,6 +173,7 @@ def _coerce(key: str, value: Any, where: str) -> Any:
             "temperature": "a number >= 0, or \"default\" to send none",
             "timeout": "a number of seconds >= 0",
             "max_retries": "a whole number >= 0",
+            "context_window": f"a whole number of tokens >= {MIN_CONTEXT_WINDOW}, e.g. 8192",
             "stream": "true or false",
             "provider": " or ".join(repr(p) for p in PROVIDERS),
         }.get(key, "a string")
@@ -294,6 +306,7 @@ def resolve_settings(
         timeout=values["timeout"],
         max_retries=values["max_retries"],
         stream=values["stream"],
+        context_window=values.get("context_window"),
         sources=sources,
     )
 

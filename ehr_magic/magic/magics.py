@@ -266,7 +266,9 @@ class EhrMagics(Magics, Configurable):
 
         action = args[0] if args else "list"
         if action == "list":
-            for card in skills.catalog():
+            # Only what runs on the connected database (all skills before a connection).
+            schema = self.session.ehr.schema if self.session.ehr is not None else None
+            for card in skills.catalog(schema=schema):
                 print(f"{card.name:<28} {card.kind:<10} {card.title}")
         elif action == "show" and len(args) == 2:
             print(skills.card(args[1]))

@@ -64,8 +64,8 @@ class EhrSession:
         if self.ehr is not None:
             self.ehr.close()
         self.ehr = ehr
-        self.description = (f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, "
-                            f"now {ehr.now:%Y-%m-%d %H:%M}")
+        clock = f"now {ehr.clock.now:%Y-%m-%d %H:%M}" if ehr.clock else "times are offsets (no dates)"
+        self.description = f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, {clock}"
         self._rebuild_assistant()
         return self.description
 

@@ -100,7 +100,9 @@ class PanelHandler:
         if ehr is not None:
             database = {"path": ehr.location, "dataset": ehr.dataset, "schema": ehr.schema,
                         "description": s.description, "tables": len(ehr.tables()),
-                        "now": ehr.now.strftime("%Y-%m-%d %H:%M:%S")}
+                        # The panel shows the first 16 characters; a database without dates has no now.
+                        "now": ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else "offset time",
+                        "time_model": ehr.time_model}
         return {
             "database": database,
             "database_hint": None if ehr else "No database connected: run %ehr connect PATH|demo|synthetic in the notebook.",

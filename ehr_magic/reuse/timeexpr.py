@@ -95,6 +95,11 @@ class TimeValue:
     def describe(self) -> str:
         return self.text
 
+    @property
+    def needs_clock(self) -> bool:
+        """True when the expression is relative to the dataset's now ("last year", "3 days ago")."""
+        return self.kind in ("period", "ago", "day_of_period", "month_of_year")
+
     # -- resolution ----------------------------------------------------------------------
 
     def _period_start(self, clock: Clock, unit: str, offset: int) -> dt.datetime:

@@ -67,7 +67,8 @@ def schema_words(ehr: Any) -> set[str]:
             words.update(_WORD.findall(column.lower().replace("_", " ")))
     knowledge = getattr(ehr, "knowledge", None)
     if knowledge is not None:
-        words.update(_WORD.findall(knowledge.guide().lower()))
+        # Absent tables are named in the guide, but a question about them is still about unknown data.
+        words.update(_WORD.findall(knowledge.guide().replace(knowledge.absent_note(), "").lower()))
         for info in knowledge.tables.values():
             words.update(_WORD.findall(info.detail().lower()))
     return words

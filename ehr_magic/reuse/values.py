@@ -256,7 +256,8 @@ class ValueDetector:
         times = find_times(question)
         for t in times:
             values.append(Value("time", t.type, t.start, t.end, question[t.start:t.end], t.text.lower(),
-                                t.renderings(self.clock), t.key, time=t))
+                                {} if self.clock is None and t.needs_clock else t.renderings(self.clock),
+                                t.key, time=t))
         unknown: list[tuple[str, str]] = []
         for match in _NUMBER.finditer(question):
             start, end = match.span()

@@ -22,9 +22,10 @@ from typing import Any
 
 from ehr_magic.skills.cards import Card, Vector
 from ehr_magic.skills.errors import SkillError
-from ehr_magic.skills.registry import builtin, rank, unknown
+from ehr_magic.skills.registry import builtin, names_concept, rank, unknown
 
-__all__ = ["Card", "SkillError", "Vector", "card", "catalog", "get", "namespace", "prompt_section", "search"]
+__all__ = ["Card", "SkillError", "Vector", "card", "catalog", "get", "namespace", "prompt_section", "search",
+           "supports", "unsupported"]
 
 PathLike = str | os.PathLike[str] | None
 RELEVANT = 70.0  # search score a skill needs to be listed in the model prompt
@@ -36,6 +37,18 @@ def _user_cards(path: PathLike) -> list[Card]:
     return user.list_user_skills(path=path)
 
 
+def supports(card: Card, schema: str | None) -> bool:
+    """Whether the skill of ``card`` runs on a database of ``schema`` (None: any database).
+    Calculators take plain values and skills that declare no schema run anywhere."""
+    return schema is None or card.kind == "calculator" or not card.schemas or schema in card.schemas
+
+
+def unsupported(card: Card, schema: str | None) -> SkillError:
+    """The error for calling a skill on a schema it does not support."""
+    return SkillError(f"{card.call_name} works on {' and '.join(card.schemas)} databases, not on this {schema} one, "
+                      "so write the computation with ehr.sql (skills.search('...') lists the skills that fit here).")
+
+
 def catalog(*, kind: str | None = None, schema: str | None = None, path: PathLike = None) -> list[Card]:
     """Every skill card: built-in EHR skills, calculators (``calc.*``) and saved user skills.
 
@@ -45,9 +58,7 @@ def catalog(*, kind: str | None = None, schema: str | None = None, path: PathLik
     cards = [s.card for s in builtin().values()] + _user_cards(path)
     if kind is not None:
         cards = [c for c in cards if c.kind == kind]
-    if schema is not None:
-        cards = [c for c in cards if c.kind == "calculator" or not c.schemas or schema in c.schemas]
-    return cards
+    return [c for c in cards if supports(c, schema)]
 
 
 def get(name: str, *, version: int | None = None, path: PathLike = None) -> Callable[..., Any]:
@@ -90,7 +101,7 @@ def prompt_section(question: str, schema: str | None, k: int = 3, *, path: PathL
     """A few lines for the model prompt listing only the ``k`` skills most relevant to ``question``
     (EHR and user skills that support ``schema``); empty when none is relevant."""
     cards = [c for c in catalog(schema=schema, path=path) if c.kind != "calculator"]
-    chosen = [c for c, s in rank(cards, question, k) if s >= RELEVANT]
+    chosen = [c for c, s in rank(cards, question, k) if s >= RELEVANT and names_concept(c, question)]
     if not chosen:
         return ""
     lines = ["Verified clinical skills (call them instead of re-deriving these concepts; each returns a polars "

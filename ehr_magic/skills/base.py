@@ -126,7 +126,8 @@ class Context:
     @property
     def now(self) -> str:
         """SQL literal of the dataset's current time (the end of stays still open)."""
-        now = getattr(self.ehr, "now", None)
+        clock = getattr(self.ehr, "clock", None)  # None on a database without dates (offset time)
+        now = clock.now if clock is not None else None
         return ts(now) if isinstance(now, dt.datetime) else ts(FAR_FUTURE)
 
     def stays_sql(self) -> str:

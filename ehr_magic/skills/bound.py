@@ -6,7 +6,9 @@
     print(skills.card("kdigo_aki"))          # a whole card: inputs, output columns, limits
 
 The ``ehr`` argument may be left out (``skills.sofa(stay_ids=[...])``): the object
-knows the connected EHR.
+knows the connected EHR. It offers only the skills that support the EHR's schema (and
+the schema-free calculators): on MIMIC-III or eICU, ``skills.sofa`` is an error that
+says so, and ``names()``, ``dir()`` and ``search`` leave it out.
 """
 
 from __future__ import annotations
@@ -48,19 +50,23 @@ class Skills:
 
     def __init__(self, ehr: Any, *, user_path: Any = None) -> None:
         self._ehr = ehr
+        self._schema: str | None = getattr(ehr, "schema", None)
         self._user_path = user_path
         self.calc = calculators()
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError(name)
-        from ehr_magic.skills import get
+        from ehr_magic.skills import card, get, supports, unsupported
         from ehr_magic.skills.errors import SkillError
 
         try:
             fn = get(name, path=self._user_path)
+            found = card(name, path=self._user_path)
         except SkillError as exc:
             raise AttributeError(str(exc)) from None
+        if not supports(found, self._schema):
+            raise AttributeError(str(unsupported(found, self._schema)))
         return self._bind(fn)
 
     def _bind(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -77,7 +83,7 @@ class Skills:
     def search(self, text: str, k: int = 5) -> list[Card]:
         from ehr_magic.skills import search
 
-        return search(text, k, schema=getattr(self._ehr, "schema", None), path=self._user_path)
+        return search(text, k, schema=self._schema, path=self._user_path)
 
     def card(self, name: str) -> Card:
         from ehr_magic.skills import card
@@ -87,7 +93,7 @@ class Skills:
     def names(self) -> list[str]:
         from ehr_magic.skills import catalog
 
-        return [c.name for c in catalog(path=self._user_path) if c.kind != "calculator"]
+        return [c.name for c in catalog(schema=self._schema, path=self._user_path) if c.kind != "calculator"]
 
     def __dir__(self) -> list[str]:
         return sorted(set(self.names()) | {"calc", "search", "card", "names"})

@@ -45,7 +45,7 @@ class Card:
     kind: str = "ehr"  # one of KINDS
     level: str = ""  # what one output row is: "ICU stay", "admission", "measurement", ...
     signature: str = ""  # filled in at registration
-    schemas: tuple[str, ...] = ("mimic_iv", "ehrsql_mimic_iv")
+    schemas: tuple[str, ...] = ("mimic_iv", "ehrsql_mimic_iv")  # databases it runs on; () = any
     vectors: tuple[Vector, ...] = ()
     version: int = 1  # user skills: 1, 2, ... (saving again makes a new version)
     extra: dict[str, Any] = field(default_factory=dict)  # user skills: params, code, ...
@@ -74,7 +74,7 @@ class Card:
         for label, value in [
             ("Purpose", self.purpose), ("Eligibility", self.eligibility), ("Inputs", self.inputs),
             ("Output", self.output), ("Interpretation", self.interpretation), ("Limits", self.limits),
-            ("Source", self.source), ("Datasets", ", ".join(self.schemas)),
+            ("Source", self.source), ("Datasets", ", ".join(self.schemas) or "any"),
         ]:
             if value:
                 lines.append(textwrap.fill(f"{label}: {value.strip()}", 100, subsequent_indent="  "))

@@ -155,9 +155,8 @@ def schema_items(ehr) -> SchemaItems:  # noqa: ANN001 - any EHR-like object
     if {"icustays", "patients", "admissions"} <= tables and "anchor_age" in ehr.columns("patients"):
         return MIMIC_IV
     raise SkillError(
-        f"Clinical skills support the mimic_iv and ehrsql_mimic_iv schemas; this database is "
-        f"{getattr(ehr, 'schema', 'unknown')!r}. Load MIMIC-IV (`ehr-magic data load mimic-iv ...`) "
-        "or write the computation with ehr.sql."
+        f"Clinical skills read MIMIC-IV item ids (schemas {' and '.join(SCHEMAS)}), which this "
+        f"{getattr(ehr, 'schema', 'unknown')} database does not have, so write the computation with ehr.sql."
     )
 
 

@@ -32,6 +32,8 @@ def register(card: Card) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         if card.name in _BUILTIN:
             raise ValueError(f"skill {card.name} registered twice")
         full = card.evolve(signature=card.signature or signature_text(fn))
+        if full.kind == "calculator":  # plain values in, so no dataset to support
+            full = full.evolve(schemas=())
         _BUILTIN[card.name] = Skill(full, fn)
         fn.card = full  # type: ignore[attr-defined]
         return fn
@@ -116,6 +118,25 @@ def score(card: Card, query: str) -> float:
         best = max(best, s)
     context = fuzz.token_set_ratio(" ".join(words), " ".join(_words(card.title + " " + card.purpose)))
     return min(100.0, 0.8 * best + 0.15 * context + 3 * max(0, hits - 1))
+
+
+# Phrases that say how to summarise a value, not which clinical concept: on their own they
+# made every "maximum cost" or "first prescription" question look like a skill's.
+_GENERIC = frozenset({"first value", "last value", "lowest", "highest", "maximum", "minimum", "latest lab",
+                      "min max", "lab value", "measurement in window", "weight", "height", "temperature",
+                      "heart rate", "glucose", "map", "blood pressure", "albumin", "calcium", "sodium", "potassium",
+                      "chloride", "creatinine", "hemoglobin", "platelets", "platelet count", "lactate", "ph",
+                      "bicarbonate", "bilirubin", "weight height"})
+
+
+def names_concept(card: Card, query: str) -> bool:
+    """Whether ``query`` names what ``card`` computes: one of its phrases, word for word,
+    other than a generic one (a summary such as 'maximum', or a bare measurement name)."""
+    text = f" {' '.join(_words(query))} "
+    for term, _ in _terms(card):
+        if term not in _GENERIC and f" {term} " in text:
+            return True
+    return False
 
 
 def rank(cards: list[Card], query: str, k: int) -> list[tuple[Card, float]]:

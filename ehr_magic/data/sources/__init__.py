@@ -38,12 +38,24 @@ def _load_mimic_iv(inputs: Sequence[str], out: str, *, now=None, progress: Progr
     return mimic_iv.load(inputs, out, now=now, progress=progress)
 
 
+def _load_mimic_iii(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.data.sources import mimic_iii
+
+    return mimic_iii.load(inputs, out, now=now, progress=progress)
+
+
 def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
     from ehr_magic.data.sources import ehrsql
 
     if len(inputs) != 1:
         raise DataSourceError("The ehrsql source takes one .sqlite file.")
     return ehrsql.load(inputs[0], out, now=now or ehrsql.EHRSQL_NOW, progress=progress)
+
+
+def _load_eicu(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.data.sources import eicu
+
+    return eicu.load(inputs, out, now=now, progress=progress)
 
 
 def _load_csv_folder(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None,
@@ -56,8 +68,12 @@ def _load_csv_folder(inputs: Sequence[str], out: str, *, now=None, progress: Pro
 BUILTIN_SOURCES = (
     SourceSpec("mimic-iv", "mimic_iv", "MIMIC-IV hosp/ and icu/ CSV or parquet files (demo or full)",
                "DIR [DIR ...]", _load_mimic_iv),
+    SourceSpec("mimic-iii", "mimic_iii", "MIMIC-III v1.4 CSV, CSV.gz or parquet files (demo or full)",
+               "DIR [DIR ...]", _load_mimic_iii),
     SourceSpec("ehrsql", "ehrsql_mimic_iv", "an EHRSQL benchmark SQLite database (e.g. EHRSQL-2024 MIMIC-IV)",
                "FILE.sqlite", _load_ehrsql),
+    SourceSpec("eicu", "eicu", "eICU-CRD v2.x CSV, CSV.gz or parquet files in one folder (demo or full)",
+               "DIR [DIR ...]", _load_eicu),
     SourceSpec("csv", "csv_<folder>", "any folder of CSV, CSV.gz or parquet files, one table per file, "
                "with knowledge drafted from the data", "DIR", _load_csv_folder, options=("schema",)),
 )

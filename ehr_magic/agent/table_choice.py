@@ -1,0 +1,172 @@
+"""Which tables a question needs, so that only those are described in full in the prompt.
+
+A small model's window holds the full description of a few tables, not of a whole EHR
+(the MIMIC-IV demo's 31 tables take about 9k tokens). Each table gets a score from four
+signals, all read from the dataset's own knowledge and data, none written per schema:
+
+- the question's words against the table's words: its name, row, description and
+  columns, and the conventions that name it (IDF-weighted, so words that every table
+  shares count little);
+- stored values: a question word that is a rare word of a table's looked-up values
+  (``vocabulary`` columns: lab labels, drug names...) points at that table;
+- memory: the tables used by the code of the few-shot examples chosen for the question;
+- joins: the spine tables that most others join to (admissions in MIMIC, patient in
+  eICU) always, and the tables a chosen table joins to, at a share of its score.
+
+Tables scoring at least ``THRESHOLD`` are chosen, best first; the prompt budget
+(``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
+other table still appears in the one-line index of the system prompt, and the model
+can call ``ehr.describe(table)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from ehr_magic.memory.similarity import default_tokens
+
+__all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
+
+THRESHOLD = 1.0
+_EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
+_VALUE_SCORE = 2.0
+_NAMED_SCORE = 3.0  # the question says the table's name
+_PARTNER_SHARE = 0.7  # a joined table inherits this share of the choosing table's score
+_SPINE_SHARE = 0.4  # a table most others join to (of the tables minus itself)
+_MAX_VALUE_TABLES = 4  # a value word found in more tables than this says nothing about which
+_MIN_VALUE_WORD = 4
+
+_WORD = re.compile(r"[a-z0-9]+")
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+# Words of questions that name no table: grammar, and words every EHR question uses.
+_STOP = frozenset("""
+a about above after again against all also an and any are as at be been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers him his
+how i if in into is it its itself just me more most my no nor not now of off on once only or other our out over
+own same she should so some such than that the their them then there these they this those through to too under
+until up very was we were what when where which while who whom why will with would you your
+patient patients value values time times first last many much number total count show list give tell find
+ever still yet since ago today yesterday year years month months week weeks day days hour hours minute minutes
+named name called record records recorded data database table tables row rows column columns one two three
+""".split())
+
+
+def _stem(word: str) -> str:
+    return word[:5] if len(word) > 5 else word  # crude, but joins diagnosed/diagnoses, prescribed/prescriptions
+
+
+def _content_words(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall(text.lower().replace("_", " "))
+            if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+
+
+def tables_in_code(tables: Iterable[str], code: str) -> list[str]:
+    """The tables (of ``tables``) that ``code`` names."""
+    words = set(_IDENTIFIER.findall(code.lower()))
+    return [t for t in tables if t in words]
+
+
+@dataclass(frozen=True)
+class TableChoice:
+    """The tables to describe in full, best first, with their scores."""
+
+    tables: tuple[str, ...]
+    scores: dict[str, float]
+
+
+class TablePicker:
+    """Scores the tables of one database for a question (built once per database)."""
+
+    def __init__(self, ehr: Any) -> None:
+        self.ehr = ehr
+        knowledge = ehr.knowledge
+        self.tables: tuple[str, ...] = tuple(ehr.tables())
+        self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
+        self._documents = self._table_documents(knowledge)
+        document_frequency = Counter(word for words in self._documents.values() for word in words)
+        count = max(1, len(self.tables))
+        self._idf = {word: math.log(1 + count / n) for word, n in document_frequency.items()}
+        self._joins = {t: tuple(j for j in info.join_targets if j in self.tables)
+                       for t, info in self._described.items()}
+        joined_by = Counter(j for targets in self._joins.values() for j in targets)
+        self.spine: tuple[str, ...] = tuple(
+            t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
+        self._value_words: dict[str, dict[str, bool]] | None = None
+
+    def choose(self, question: str, examples: Sequence[tuple[str, str]] = ()) -> TableChoice:
+        """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
+        few-shot examples; the tables of an example count as much as it resembles the question."""
+        scores: Counter[str] = Counter()
+        words = set(_content_words(question))
+        named = set(_WORD.findall(question.lower().replace(" ", "_"))) | set(_WORD.findall(question.lower()))
+        for table, document in self._documents.items():
+            scores[table] += sum(self._idf[w] for w in words & document)
+            if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
+                scores[table] += _NAMED_SCORE
+        for word in set(_WORD.findall(question.lower())):
+            for table, whole in self._value_index().get(word, {}).items():
+                scores[table] += _VALUE_SCORE * (2 if whole else 0.75)  # 'potassium' itself beats a word of a title
+        masked = default_tokens(question)
+        for example_question, code in examples:
+            likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
+            for table in tables_in_code(self.tables, code):
+                scores[table] = max(scores[table], _EXAMPLE_SCORE * likeness)
+        best = max(scores.values(), default=0.0)
+        for table in self.spine:
+            scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
+        for table, score in list(scores.items()):
+            partners = self._joins.get(table, ())
+            if score >= THRESHOLD and table not in self.spine:
+                for partner in partners:
+                    scores[partner] = max(scores[partner], _PARTNER_SHARE * score)
+        chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
+        return TableChoice(tuple(chosen), {t: round(scores[t], 2) for t in chosen})
+
+    # -- the words of each table -------------------------------------------------------------
+
+    def _table_documents(self, knowledge: Any) -> dict[str, frozenset[str]]:
+        documents: dict[str, set[str]] = {}
+        for table in self.tables:
+            words = set(_content_words(table))
+            info = self._described.get(table)
+            if info is not None:
+                words.update(_content_words(" ".join((info.row, info.description, *info.columns, *info.columns.values()))))
+            else:
+                words.update(_content_words(" ".join(self.ehr.columns(table))))
+            documents[table] = words
+        for rule in knowledge.conventions if knowledge else ():
+            named = tables_in_code(self.tables, rule)
+            for table in named:
+                documents[table].update(_content_words(rule))
+        return {t: frozenset(w) for t, w in documents.items()}
+
+    def _value_index(self) -> dict[str, dict[str, bool]]:
+        """Word of a looked-up value -> {table whose values have it: whether a whole value is
+        that word} (words of few tables only)."""
+        if self._value_words is None:
+            found: dict[str, dict[str, bool]] = {}
+            for table, info in self._described.items():
+                for column in info.vocabulary:
+                    if column not in self.ehr.columns(table):
+                        continue
+                    vocabulary = self.ehr.vocabulary(table, column)
+                    for word in vocabulary.words:
+                        if len(word) >= _MIN_VALUE_WORD and word not in _STOP and not word.isdigit():
+                            tables = found.setdefault(word, {})
+                            tables[table] = tables.get(table, False) or word in vocabulary.compact
+            # A whole value ('potassium') always points at its tables; a word inside values only
+            # when few tables have it.
+            self._value_words = {}
+            for word, tables in found.items():
+                if len(tables) > _MAX_VALUE_TABLES:
+                    tables = {t: True for t, whole in tables.items() if whole}
+                if tables:
+                    self._value_words[word] = tables
+        return self._value_words

@@ -1,0 +1,140 @@
+"""The prompt budget: the context window comes from the settings, the server or a default;
+only the tables a question needs are described in full; the prompt fits the window,
+shrinking examples before the schema; and what cannot fit is one clear sentence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ehr_magic
+from ehr_magic import skills
+from ehr_magic.agent import Agent, AgentSettings
+from ehr_magic.agent.budget import PromptTooLongError, reply_reserve
+from ehr_magic.llm import LLMClient, resolve_settings, window
+from ehr_magic.llm.tokens import estimate_prompt_tokens
+from ehr_magic.llm.window import ContextWindow
+from fake_llm import FakeReply
+
+POTASSIUM = "What was the last potassium value of patient 10002428 during their last hospital visit?"
+
+
+@pytest.fixture()
+def ehr(ehrsql_db: Path):
+    with ehr_magic.connect(ehrsql_db) as handle:
+        yield handle
+
+
+@pytest.fixture(autouse=True)
+def fresh_windows():
+    window.forget()  # each fake server is a new endpoint, but keep tests independent anyway
+    yield
+    window.forget()
+
+
+def agent_on(ehr, llm=None, **settings) -> Agent:
+    return Agent(ehr, llm, settings=AgentSettings(**{"timeout": 5.0, **settings}))
+
+
+def test_the_window_comes_from_the_server_then_the_settings(fake_llm, monkeypatch, ehr) -> None:
+    fake_llm.context_window = 4096
+    with LLMClient(resolve_settings(), audit=False) as llm:
+        found = agent_on(ehr, llm).context_window()
+    assert (found.tokens, found.source) == (4096, "llama.cpp /props")
+    assert all(r.method != "POST" for r in fake_llm.requests)  # discovery sent nothing to chat
+    monkeypatch.setenv("EHR_MAGIC_CONTEXT_WINDOW", "6000")
+    with LLMClient(resolve_settings(), audit=False) as llm:
+        assert agent_on(ehr, llm).context_window().tokens == 6000
+
+
+def test_a_server_that_says_nothing_gets_the_local_default(fake_llm, ehr) -> None:
+    fake_llm.context_window = None
+    with LLMClient(resolve_settings(), audit=False) as llm:
+        found = agent_on(ehr, llm).context_window()
+    assert found.tokens == window.DEFAULT_LOCAL_WINDOW and "default" in found.source
+
+
+def test_a_bad_window_setting_is_one_sentence(fake_llm, monkeypatch) -> None:
+    monkeypatch.setenv("EHR_MAGIC_CONTEXT_WINDOW", "lots")
+    with pytest.raises(ehr_magic.errors.ConfigError, match="context_window.*whole number of tokens"):
+        resolve_settings()
+
+
+def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_own(ehr) -> None:
+    prompt = agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(8192, "test"))
+    system, user = (m["content"] for m in prompt.messages)
+    for table in ehr.tables():
+        assert f"\n{table}: " in system  # the one-line index
+    assert "## labevents" in user and "## d_labitems" in user and "## admissions" in user
+    assert "## labevents" not in system  # full descriptions travel with the question
+    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables)
+    assert len(prompt.tables) < len(ehr.tables())
+
+
+def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> None:
+    small = ContextWindow(4096, "test")
+    prompt = agent_on(ehr, shots=4).prompt(POTASSIUM, window=small)
+    assert estimate_prompt_tokens(prompt.messages) <= 4096 - 2 * reply_reserve(4096)  # room for a step too
+    big = agent_on(ehr, shots=4).prompt(POTASSIUM, window=ContextWindow(32_768, "test"))
+    assert len(prompt.example_ids) < len(big.example_ids) == 4  # examples went first
+    assert "d_labitems" in prompt.tables  # where 'potassium' is stored stayed
+    assert prompt.tables == big.tables[:len(prompt.tables)]  # the best-scored tables, in order
+
+
+def test_a_window_too_small_for_any_prompt_is_one_clear_sentence(ehr) -> None:
+    with pytest.raises(PromptTooLongError) as caught:
+        agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(1024, "test"))
+    message = str(caught.value)
+    assert "The prompt needs about" in message and "window is 1,024 tokens" in message
+    assert "--ctx-size" in message and "context_window" in message
+
+
+def test_the_agent_sends_the_fitted_prompt_and_records_it(fake_llm, ehr) -> None:
+    fake_llm.context_window = 4096
+    fake_llm.enqueue("```python\nanswer = ehr.sql('SELECT count(*) AS n FROM patients')['n'][0]\n```")
+    with LLMClient(resolve_settings(), audit=False) as llm:
+        result = agent_on(ehr, llm).run("How many patients are there?")
+    assert result.status == "answered" and result.context_window == 4096
+    sent = fake_llm.chat_requests()[-1].json["messages"]
+    assert estimate_prompt_tokens(sent) <= 4096 - reply_reserve(4096)
+    assert "patients" in result.tables and "Tables for this question:" in sent[-1]["content"]
+
+
+def test_a_window_stated_in_an_overflow_error_is_learned_and_the_question_asked_again(fake_llm, ehr) -> None:
+    fake_llm.context_window = None  # the server does not say (llama-cpp-python)
+    fake_llm.enqueue(FakeReply(text="This model's maximum context length is 4096 tokens. However, you requested "
+                                    "7000 tokens", status=400),
+                     "```python\nanswer = 1\n```")
+    with LLMClient(resolve_settings(), audit=False, backoff_base=0.01) as llm:
+        result = agent_on(ehr, llm).run(POTASSIUM)
+    assert result.status == "answered" and result.context_window == 4096
+    first, second = (r.json["messages"] for r in fake_llm.chat_requests() if "messages" in (r.json or {}))
+    assert estimate_prompt_tokens(second) < estimate_prompt_tokens(first)
+    assert estimate_prompt_tokens(second) <= 4096 - reply_reserve(4096)
+
+
+def test_long_debugging_keeps_the_latest_exchange_within_the_window(fake_llm, ehr) -> None:
+    fake_llm.context_window = 4096
+    failing = "```python\n" + "\n".join(f"x{i} = {i}  # padding to make the reply long" for i in range(20)) + \
+        "\nanswer = ehr.sql('SELECT * FROM no_such_table')\n```"
+    fake_llm.enqueue(*[failing] * 4, "```python\nanswer = 2\n```")
+    with LLMClient(resolve_settings(), audit=False) as llm:
+        result = agent_on(ehr, llm, max_steps=5, debugger=False).run("How many patients are there?")
+    assert result.status == "answered"
+    for request in fake_llm.chat_requests():
+        assert estimate_prompt_tokens(request.json["messages"]) <= 4096 - reply_reserve(4096)
+
+
+@pytest.mark.parametrize("question", [
+    "What's the maximum total cost of the hospital visits that involve a biopsy of kidney?",
+    "What is the title of the medication that was given to patient 10014078 first via the sc route?",
+    "What was the maximum value of lactate for patient 10002428 this month?",
+])
+def test_no_skills_for_questions_that_name_no_skill(question: str) -> None:
+    assert skills.prompt_section(question, "ehrsql_mimic_iv") == ""
+
+
+def test_skills_for_a_question_that_names_one() -> None:
+    section = skills.prompt_section("Which ICU stays met the Sepsis-3 criteria?", "mimic_iv")
+    assert "skills.sepsis3" in section
