@@ -12,6 +12,7 @@ import ehr_magic
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.budget import PromptTooLongError, reply_reserve
+from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
 from ehr_magic.llm.tokens import estimate_prompt_tokens
 from ehr_magic.llm.window import ContextWindow
@@ -70,6 +71,17 @@ def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_ow
     assert "## labevents" not in system  # full descriptions travel with the question
     assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables)
     assert len(prompt.tables) < len(ehr.tables())
+
+
+def test_short_stored_labels_and_the_tables_they_need_are_chosen(ehr) -> None:
+    picker = TablePicker(ehr)
+    # 'mch' is a whole lab label (too short to count as a word inside values)
+    mch = picker.choose("What was the last mch value of patient 10004733 on the current hospital visit?")
+    assert {"d_labitems", "labevents"} <= set(mch.tables)
+    # 'lr' is an ICU item: the item dictionary brings its event tables, and they the ICU stays
+    lr = picker.choose("Tell me, was lr given to patient 10013049 on 06/23/2100?")
+    assert {"d_items", "inputevents", "icustays"} <= set(lr.tables)
+    assert lr.tables.index("inputevents") < lr.tables.index("icustays")  # the second hop ranks after the first
 
 
 def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> None:

@@ -7,11 +7,14 @@ signals, all read from the dataset's own knowledge and data, none written per sc
 - the question's words against the table's words: its name, row, description and
   columns, and the conventions that name it (IDF-weighted, so words that every table
   shares count little);
-- stored values: a question word that is a rare word of a table's looked-up values
-  (``vocabulary`` columns: lab labels, drug names...) points at that table;
+- stored values: a question word that is a whole looked-up value ('ptt', 'potassium'),
+  or a rare word of a table's looked-up values (``vocabulary`` columns: lab labels,
+  drug names...), points at that table;
 - memory: the tables used by the code of the few-shot examples chosen for the question;
 - joins: the spine tables that most others join to (admissions in MIMIC, patient in
-  eICU) always, and the tables a chosen table joins to, at a share of its score.
+  eICU) always, and the tables a chosen table joins to, at a share of its score, up to
+  two joins away; a table chosen by a whole stored value passes on nearly all of it
+  (d_items 'lr' -> inputevents -> icustays), since its values are useless without them.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first; the prompt budget
 (``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
@@ -39,9 +42,13 @@ _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _VALUE_SCORE = 2.0
 _NAMED_SCORE = 3.0  # the question says the table's name
 _PARTNER_SHARE = 0.7  # a joined table inherits this share of the choosing table's score
+_STRONG = 4.0  # a table this sure brings the tables it joins to right after it (labevents -> d_labitems)
+_STRONG_PARTNER_SHARE = 0.95
+_PARTNER_HOPS = 2  # d_items -> inputevents -> icustays
 _SPINE_SHARE = 0.4  # a table most others join to (of the tables minus itself)
 _MAX_VALUE_TABLES = 4  # a value word found in more tables than this says nothing about which
 _MIN_VALUE_WORD = 4
+_MIN_WHOLE_VALUE = 2
 
 _WORD = re.compile(r"[a-z0-9]+")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
@@ -121,11 +128,12 @@ class TablePicker:
         best = max(scores.values(), default=0.0)
         for table in self.spine:
             scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
-        for table, score in list(scores.items()):
-            partners = self._joins.get(table, ())
-            if score >= THRESHOLD and table not in self.spine:
-                for partner in partners:
-                    scores[partner] = max(scores[partner], _PARTNER_SHARE * score)
+        for _ in range(_PARTNER_HOPS):
+            for table, score in list(scores.items()):
+                if score >= THRESHOLD and table not in self.spine:
+                    share = _STRONG_PARTNER_SHARE if score >= _STRONG else _PARTNER_SHARE
+                    for partner in self._joins.get(table, ()):
+                        scores[partner] = max(scores[partner], share * score)
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
         return TableChoice(tuple(chosen), {t: round(scores[t], 2) for t in chosen})
 
@@ -158,9 +166,13 @@ class TablePicker:
                         continue
                     vocabulary = self.ehr.vocabulary(table, column)
                     for word in vocabulary.words:
-                        if len(word) >= _MIN_VALUE_WORD and word not in _STOP and not word.isdigit():
+                        if word in _STOP or word.isdigit():
+                            continue
+                        whole = word in vocabulary.compact
+                        # a short word only as a whole value: 'ptt' and 'mch' are labels, 'iv' in a title is not
+                        if len(word) >= _MIN_VALUE_WORD or (whole and len(word) >= _MIN_WHOLE_VALUE):
                             tables = found.setdefault(word, {})
-                            tables[table] = tables.get(table, False) or word in vocabulary.compact
+                            tables[table] = tables.get(table, False) or whole
             # A whole value ('potassium') always points at its tables; a word inside values only
             # when few tables have it.
             self._value_words = {}
