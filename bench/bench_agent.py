@@ -128,8 +128,9 @@ def main() -> None:
           f"{sum(ours) / sum(theirs):.2f}")
     print(f"uncached tokens per question: ours {statistics.mean(o - c for o, c in zip(ours, ours_cached)):,.0f}")
     print(f"at a {SMALL_WINDOW:,}-token window: prompt {statistics.mean(estimate_prompt_tokens(p.messages) for p in small):,.0f} "
-          f"tokens (max {max(estimate_prompt_tokens(p.messages) for p in small):,}), tables in full "
-          f"{statistics.mean(len(p.tables) for p in small):.1f}, examples {statistics.mean(len(p.example_ids) for p in small):.1f}")
+          f"tokens (max {max(estimate_prompt_tokens(p.messages) for p in small):,}), tables "
+          f"{statistics.mean(len(p.tables) for p in small):.1f} ({statistics.mean(p.layout.tables for p in small):.1f} "
+          f"in full), examples {statistics.mean(len(p.example_ids) for p in small):.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         ehrsql_table_recall(Path(tmp), args.ehrsql_limit)
 
@@ -158,13 +159,13 @@ def ehrsql_table_recall(tmp: Path, limit: int) -> None:
     valid = [i for i in load_split(EHRSQL, "valid") if i.answerable]
     valid = valid[:limit] if limit else valid
     train = [i for i in load_split(EHRSQL, "train") if i.answerable]
-    print(f"EHRSQL-2024 valid: {len(valid)} answerable questions; tables of the gold SQL all described in full:")
+    print(f"EHRSQL-2024 valid: {len(valid)} answerable questions; tables of the gold SQL all in the prompt:")
     with ehr_magic.connect(db) as ehr:
         for memory_name, memory in (("seeds only", SeedExamples()), ("train as memory", TrainMemory(train))):
             agent = Agent(ehr, None, examples=memory, settings=AgentSettings(shots=4))
             for window in (DEFAULT_LOCAL_WINDOW, SMALL_WINDOW):
                 fitted = ContextWindow(window, "bench")
-                covered, tables, tokens, too_long = 0, [], [], 0
+                covered, tables, full, tokens, too_long = 0, [], [], [], 0
                 for item in valid:
                     try:
                         prompt = agent.prompt(item.question, window=fitted)
@@ -172,10 +173,12 @@ def ehrsql_table_recall(tmp: Path, limit: int) -> None:
                         too_long += 1
                         continue
                     covered += gold_tables(item.gold_sql) <= set(prompt.tables)
+                    full.append(prompt.layout.tables)
                     tables.append(len(prompt.tables))
                     tokens.append(estimate_prompt_tokens(prompt.messages))
                 print(f"  {memory_name:<16} window {window:>5,}: {100 * covered / len(valid):.2f}% "
-                      f"({covered}/{len(valid)}), tables in full {statistics.mean(tables):.1f} of {len(ehr.tables())}, "
+                      f"({covered}/{len(valid)}), tables in the prompt {statistics.mean(tables):.1f} of {len(ehr.tables())} "
+                      f"({statistics.mean(full):.1f} in full), "
                       f"prompt {statistics.mean(tokens):,.0f} tokens" + (f", {too_long} did not fit" if too_long else ""))
 
 

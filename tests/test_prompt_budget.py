@@ -11,7 +11,7 @@ import pytest
 import ehr_magic
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.agent.budget import PromptTooLongError, reply_reserve
+from ehr_magic.agent.budget import PromptTooLongError, reply_reserve, tables_within
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
 from ehr_magic.llm.tokens import estimate_prompt_tokens
@@ -69,8 +69,7 @@ def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_ow
         assert f"\n{table}: " in system  # the one-line index
     assert "## labevents" in user and "## d_labitems" in user and "## admissions" in user
     assert "## labevents" not in system  # full descriptions travel with the question
-    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables)
-    assert len(prompt.tables) < len(ehr.tables())
+    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables[:4])  # ranked first
 
 
 def test_short_stored_labels_and_the_tables_they_need_are_chosen(ehr) -> None:
@@ -84,6 +83,14 @@ def test_short_stored_labels_and_the_tables_they_need_are_chosen(ehr) -> None:
     assert lr.tables.index("inputevents") < lr.tables.index("icustays")  # the second hop ranks after the first
 
 
+def test_the_schema_share_holds_every_chosen_table_in_a_line_before_any_in_full() -> None:
+    full, brief = [300, 300, 300], [50, 50, 50]
+    assert tables_within(full, brief, 2000) == (2, 1)  # 700 tokens: two in full, the third in a line
+    assert tables_within(full, brief, 1000) == (1, 2)  # 350: the best one in full even so
+    assert tables_within(full, [400, 400, 400], 2000) == (1, 0)  # lines that do not fit are dropped, worst first
+    assert tables_within([], [], 2000) == (0, 0)
+
+
 def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> None:
     small = ContextWindow(4096, "test")
     prompt = agent_on(ehr, shots=4).prompt(POTASSIUM, window=small)
@@ -92,6 +99,12 @@ def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> No
     assert len(prompt.example_ids) < len(big.example_ids) == 4  # examples went first
     assert "d_labitems" in prompt.tables  # where 'potassium' is stored stayed
     assert prompt.tables == big.tables[:len(prompt.tables)]  # the best-scored tables, in order
+    # the best table keeps its full description; the next ones get one line each rather than nothing
+    full, brief = prompt.tables[:prompt.layout.tables], prompt.tables[prompt.layout.tables:]
+    user = prompt.messages[1]["content"]
+    assert full and brief and "Maybe needed too" in user
+    assert all(f"## {t}" in user for t in full) and not any(f"## {t}" in user for t in brief)
+    assert all(f"\n- {t}: " in user for t in brief)
 
 
 def test_a_window_too_small_for_any_prompt_is_one_clear_sentence(ehr) -> None:

@@ -1,15 +1,17 @@
 """Fitting the prompt into the model's context window.
 
 The first request of a question is laid out in full (the chosen tables described, best
-first, within ``SCHEMA_SHARE`` of the window,
-every example, the skills that apply, the conversation so far) and, while it is longer
+first, within ``SCHEMA_SHARE`` of the window, and the chosen tables past that share in one
+line each, every example, the skills that apply, the conversation so far) and, while it is longer
 than the window allows, shrunk in this order:
 
 1. the conversation's earlier turns (older ones lose their code, then drop);
 2. the few-shot examples, least similar first;
 3. the clinical skills block;
 4. the system prompt's table index, to names only;
-5. the described tables, lowest score first, down to the best one.
+5. the described tables, lowest score first, from a full description to one line
+   (column names and joins), down to the best one;
+6. the one-line tables, lowest score first.
 
 What is left is the schema the question cannot do without. If even that does not fit,
 ``PromptTooLongError`` says how many tokens it needs and how to give the model more.
@@ -45,6 +47,7 @@ class Layout:
     skills: bool = True
     history_tokens: int | None = None  # None: the conversation's own budget
     full_index: bool = True  # one line per table in the system prompt; else names only
+    brief: int = 0  # how many of the next chosen tables get one line each (column names, joins)
 
 
 Messages = list[dict[str, str]]
@@ -53,16 +56,22 @@ Messages = list[dict[str, str]]
 SCHEMA_SHARE = 0.35  # of the window, at most, for the tables described in full
 
 
-def tables_within(detail_tokens: list[int], window: int) -> int:
-    """How many of the chosen tables (best first, with these sizes) fit the schema's share
-    of the window; at least one."""
-    total, count = 0, 0
-    for tokens in detail_tokens:
-        total += tokens
-        if total > SCHEMA_SHARE * window:
-            break
-        count += 1
-    return max(1, count) if detail_tokens else 0
+def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int) -> tuple[int, int]:
+    """How many of the chosen tables (best first) to describe in full and how many more in one
+    line each, within the schema's share of the window: first as many tables as fit in one
+    line, then the best of them in full while that still fits; at least one table in full."""
+    share = SCHEMA_SHARE * window
+    kept = len(brief_tokens)
+    while kept > 1 and sum(brief_tokens[:kept]) > share:
+        kept -= 1
+    full = 0
+    total = sum(brief_tokens[:kept])
+    while full < kept and total - brief_tokens[full] + full_tokens[full] <= share:
+        total += full_tokens[full] - brief_tokens[full]
+        full += 1
+    if kept and not full:
+        full = 1
+    return full, kept - full
 
 
 def reply_reserve(window: int) -> int:
@@ -107,8 +116,12 @@ def _shrinking(full: Layout):
         yield layout
     layout = dataclasses.replace(layout, full_index=False)
     yield layout
+    chosen = full.tables + full.brief
     for count in range(full.tables - 1, 0, -1):
-        layout = dataclasses.replace(layout, tables=count)
+        layout = dataclasses.replace(layout, tables=count, brief=chosen - count)
+        yield layout
+    for count in range(layout.brief - 1, -1, -1):
+        layout = dataclasses.replace(layout, brief=count)
         yield layout
 
 

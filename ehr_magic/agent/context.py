@@ -64,19 +64,29 @@ def table_index(ehr: Any, *, full: bool = True) -> str:
     return "\n".join(lines)
 
 
-def table_details(ehr: Any, tables: Sequence[str]) -> str:
-    """The full description of ``tables``: columns, joins and the columns worth a lookup."""
+def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = ()) -> str:
+    """The full description of ``tables`` (columns with their meanings, joins, the columns
+    worth a lookup), then one line for each of the ``brief`` tables (row, column names, joins)."""
     knowledge = ehr.knowledge
     described = [t for t in tables if knowledge is not None and t in knowledge.tables]
     text = knowledge.detail(described) if described else ""
     plain = [t for t in tables if t not in described]
     if plain:
-        text = (text + "\n" if text else "") + _plain_tables(ehr, plain)
+        text = (text + "\n" if text else "") + _plain_tables(ehr, plain, types=True)
+    if brief:
+        named = [t for t in brief if knowledge is not None and t in knowledge.tables]
+        lines = [knowledge.brief(named)] if named else []
+        lines += [_plain_tables(ehr, [t for t in brief if t not in named], types=False)]
+        text += (("\n\n" if text else "") + "Maybe needed too (column names only; ehr.describe(table) gives "
+                 "their meanings):\n" + "\n".join(line for line in lines if line))
     return text
 
 
-def _plain_tables(ehr: Any, tables: Sequence[str]) -> str:
-    return "\n".join(f"{t}({', '.join(f'{c} {d}' for c, d in ehr.columns(t).items())})" for t in tables)
+def _plain_tables(ehr: Any, tables: Sequence[str], *, types: bool) -> str:
+    def column(name: str, kind: str) -> str:
+        return f"{name} {kind}" if types else name
+
+    return "\n".join(f"{t}({', '.join(column(c, d) for c, d in ehr.columns(t).items())})" for t in tables)
 
 
 def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "",

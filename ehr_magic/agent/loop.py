@@ -69,7 +69,7 @@ class Prompt:
     messages: list[dict[str, str]]
     layout: budget.Layout
     window: ContextWindow
-    tables: list[str]  # described in full, best first
+    tables: list[str]  # in the prompt, best first: the first ``layout.tables`` in full, the rest in one line
     example_ids: list[str]
     render: Callable[..., list[dict[str, str]]]  # layout (, knowledge) -> messages
 
@@ -100,7 +100,8 @@ class Agent:
         result.examples, result.tables, result.context_window = prompt.example_ids, prompt.tables, window.tokens
         if s.knowledge == "separate":
             emit(kind="phase", phase="knowledge")
-            tables = context.table_details(self.ehr, result.tables)
+            full = prompt.layout.tables
+            tables = context.table_details(self.ehr, prompt.tables[:full], prompt.tables[full:])
             ask = (f"Tables for this question:\n{tables}\n\n" if tables else "") + \
                 prompts.render("knowledge", question=question)
             result.knowledge = self._call(result, "knowledge", [messages[0], _user(ask)]).text.strip()
@@ -216,7 +217,8 @@ class Agent:
 
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index)}
-            tables = context.table_details(self.ehr, choice.tables[:layout.tables])
+            tables = context.table_details(self.ehr, choice.tables[:layout.tables],
+                                           choice.tables[layout.tables:layout.tables + layout.brief])
             text = context.question_message(question, shots[:layout.examples], knowledge,
                                             skills_text if layout.skills else "", tables=tables)
             if conversation is not None:  # earlier turns and notebook variables
@@ -225,11 +227,12 @@ class Agent:
                 text = fitted.render() + "\n" + text
             return [system, _user(text)]
 
-        sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
-        full = budget.Layout(tables=budget.tables_within(sizes, window.tokens), examples=len(shots),
-                             skills=bool(skills_text))
+        full_sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
+        brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t])) for t in choice.tables]
+        described, brief = budget.tables_within(full_sizes, brief_sizes, window.tokens)
+        full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text))
         layout, messages = budget.fit(full, render, window)
-        return Prompt(messages, layout, window, list(choice.tables[:layout.tables]),
+        return Prompt(messages, layout, window, list(choice.tables[:layout.tables + layout.brief]),
                       [e.id for e in shots[:layout.examples]], render)
 
     @cached_property

@@ -48,6 +48,7 @@ _PARTNER_HOPS = 2  # d_items -> inputevents -> icustays
 _SPINE_SHARE = 0.4  # a table most others join to (of the tables minus itself)
 _MAX_VALUE_TABLES = 4  # a value word found in more tables than this says nothing about which
 _MIN_VALUE_WORD = 4
+_RARE_IDF = 2.0
 _MIN_WHOLE_VALUE = 2
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -118,8 +119,10 @@ class TablePicker:
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
         for word in set(_WORD.findall(question.lower())):
+            # a word that many tables' descriptions use ('visit', 'hospital') says little inside a value
+            common = min(1.0, self._idf.get(_stem(word), math.inf) / _RARE_IDF)
             for table, whole in self._value_index().get(word, {}).items():
-                scores[table] += _VALUE_SCORE * (2 if whole else 0.75)  # 'potassium' itself beats a word of a title
+                scores[table] += _VALUE_SCORE * (2 if whole else 0.75 * common)  # 'potassium' beats a title's word
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100

@@ -88,6 +88,11 @@ class TableInfo:
         """One line: ``name: row description``."""
         return f"{self.name}: {_join_sentences(self.row, self.description)}"
 
+    def brief(self) -> str:
+        """One line: what a row is, the column names and the joins (no column meanings)."""
+        joins = f" Joins: {'; '.join(self.joins)}." if self.joins else ""
+        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{joins}"
+
     def detail(self) -> str:
         """Columns, joins and lookup columns of this table, as compact prompt text."""
         module = f" [{self.module}]" if self.module else ""
@@ -163,11 +168,18 @@ class Knowledge:
 
     def detail(self, tables: Iterable[str]) -> str:
         """Columns and joins of the named tables (in the order given, once each)."""
+        return "\n\n".join(info.detail() for info in self._each(tables))
+
+    def brief(self, tables: Iterable[str]) -> str:
+        """One line per named table: row, column names and joins (in the order given, once each)."""
+        return "\n".join(info.brief() for info in self._each(tables))
+
+    def _each(self, tables: Iterable[str]) -> list[TableInfo]:
         chosen: dict[str, TableInfo] = {}
         for name in tables:
             info = self.table(name)
             chosen.setdefault(info.name, info)
-        return "\n\n".join(info.detail() for info in chosen.values())
+        return list(chosen.values())
 
     def vocabulary_columns(self) -> list[tuple[str, str]]:
         """``(table, column)`` pairs whose distinct values are worth looking up."""
