@@ -106,6 +106,18 @@ def test_model_that_never_succeeds_stops_after_t_steps(fake_llm, make_agent) -> 
     assert [c.purpose for c in result.llm_calls] == ["code", "debug", "code", "debug", "code"]
 
 
+def test_an_answer_typed_in_without_reading_the_data_is_not_an_answer(fake_llm, make_agent) -> None:
+    # a small local model wrote exactly this for "How many patients are there?"
+    fake_llm.enqueue(fenced("answer = 3.0"), "Nothing.", fenced("answer = ehr.count('patients')"))
+    result = make_agent(max_steps=3).run("How many patients are there?")
+    assert result.status == "answered" and result.answer == 94 and len(result.steps) == 2
+    assert "typed in, not computed from the data" in result.steps[0].soft_failure
+    sent = fake_llm.chat_requests()[-1].text
+    assert "never uses `ehr`" in sent  # the model was told why
+    fake_llm.enqueue(fenced("answer = skills.calc.bmi(70, 175)"))  # a calculator reads no table, and may
+    assert make_agent().run("What is the BMI for 70 kg and 1.75 m?").status == "answered"
+
+
 def test_clarify_and_abstain(fake_llm, make_agent) -> None:
     fake_llm.enqueue("CLARIFY: Do you mean the first or the last hospital visit?")
     result = make_agent().run("What was the length of stay of patient 10004235?")
@@ -118,7 +130,7 @@ def test_clarify_and_abstain(fake_llm, make_agent) -> None:
 
 def test_rate_limit_then_success_is_retried(fake_llm, make_agent) -> None:
     fake_llm.enqueue(FakeReply(status=429, headers={"Retry-After": "0.1"}, text="slow down"),
-                     fenced("answer = 1"))
+                     fenced("answer = ehr.sql('SELECT 1').item()"))
     result = make_agent().run("One?")
     assert result.status == "answered" and result.answer == 1
     assert len(fake_llm.chat_requests()) == 2

@@ -95,7 +95,8 @@ def test_huge_and_unknown_variables(ip, fake_llm, capsys) -> None:
                 "huge = pl.LazyFrame().select(pl.int_range(0, 10**12).alias('i'))\n"
                 "class Gadget: pass\n"
                 "gadget = Gadget()")
-    fake_llm.enqueue(reply("answer = 1", "What is one?"), reply("answer = 2", "What is two?"))
+    fake_llm.enqueue(reply("answer = ehr.sql('SELECT 1').item()", "What is one?"),
+                     reply("answer = ehr.sql('SELECT 2').item()", "What is two?"))
     ip.run_cell_magic("ehr", "", "How many rows has huge?")
     sent = fake_llm.chat_requests()[-1].text
     assert "`huge`: polars LazyFrame (rows not counted; not collected)" in sent
@@ -149,7 +150,7 @@ def test_chat_reads_a_conversation_from_a_pipe(fake_llm, ehrsql_db, tmp_path) ->
 
 def test_a_stale_answer_in_the_kernel_does_not_pass_for_the_new_code(ip, fake_llm) -> None:
     ip.run_cell("answer = 123")
-    fake_llm.enqueue(reply("x = 1"), "Set `answer`.", reply("answer = 7"))
+    fake_llm.enqueue(reply("x = 1"), "Set `answer`.", reply("answer = ehr.sql('SELECT 7').item()"))
     ip.run_cell_magic("ehr", "", "What is seven?")
     assert ip.user_ns["answer"] == 7 and len(fake_llm.chat_requests()) == 3
 

@@ -47,7 +47,7 @@ def test_agent_mode_metrics_follow_what_happened(fake_llm, ehrsql_db: Path, slic
             return "There is no such table."
         question = request["messages"][-1]["content"].rsplit("Question:", 1)[-1].strip()
         if question == wrong_one:
-            return "```python\nanswer = 12345\n```"
+            return "```python\nanswer = ehr.sql('SELECT 12345').item()\n```"
         if question == failing_one:
             return "```python\nanswer = ehr.sql('SELECT * FROM missing_table')\n```"
         if question in gold:

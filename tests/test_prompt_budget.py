@@ -130,7 +130,7 @@ def test_a_window_stated_in_an_overflow_error_is_learned_and_the_question_asked_
     fake_llm.context_window = None  # the server does not say (llama-cpp-python)
     fake_llm.enqueue(FakeReply(text="This model's maximum context length is 4096 tokens. However, you requested "
                                     "7000 tokens", status=400),
-                     "```python\nanswer = 1\n```")
+                     "```python\nanswer = ehr.sql('SELECT 1').item()\n```")
     with LLMClient(resolve_settings(), audit=False, backoff_base=0.01) as llm:
         result = agent_on(ehr, llm).run(POTASSIUM)
     assert result.status == "answered" and result.context_window == 4096
@@ -143,7 +143,7 @@ def test_long_debugging_keeps_the_latest_exchange_within_the_window(fake_llm, eh
     fake_llm.context_window = 4096
     failing = "```python\n" + "\n".join(f"x{i} = {i}  # padding to make the reply long" for i in range(20)) + \
         "\nanswer = ehr.sql('SELECT * FROM no_such_table')\n```"
-    fake_llm.enqueue(*[failing] * 4, "```python\nanswer = 2\n```")
+    fake_llm.enqueue(*[failing] * 4, "```python\nanswer = ehr.sql('SELECT 2').item()\n```")
     with LLMClient(resolve_settings(), audit=False) as llm:
         result = agent_on(ehr, llm, max_steps=5, debugger=False).run("How many patients are there?")
     assert result.status == "answered"

@@ -51,7 +51,7 @@ def test_without_a_model_the_error_says_why_reuse_declined(assistant) -> None:
 
 
 def test_with_a_model_an_unmatched_question_goes_to_the_agent(assistant, fake_llm) -> None:
-    fake_llm.enqueue("Knowledge:\n- one row per patient\n```python\nanswer = 94\n```")
+    fake_llm.enqueue("Knowledge:\n- one row per patient\n```python\nanswer = ehr.count('patients')\n```")
     answer = assistant.ask("How many patients are there?")
     assert answer.source == "agent" and answer.answer == 94
 

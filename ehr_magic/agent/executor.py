@@ -227,6 +227,16 @@ def _error_info(error: BaseException, code: str) -> ErrorInfo:
     return ErrorInfo(type(error).__name__, _cap(message, 1500), lineno, text, call)
 
 
+def reads_data(code: str, sources: Any) -> bool:
+    """Whether ``code`` uses any of the names in ``sources`` (``ehr``, ``skills``, the notebook's
+    variables): an answer typed in as a constant is no answer, however plausible it looks."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return True  # it ran, so this cannot happen; never fail an answer on our own parse
+    return any(isinstance(node, ast.Name) and node.id in sources for node in ast.walk(tree))
+
+
 def is_empty_answer(value: Any) -> str | None:
     """Why ``value`` is not a usable answer (None when it is one)."""
     if value is None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.conversation import ConversationContext
-from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer
+from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer, reads_data
 from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.agent.replies import parse_reply
@@ -37,6 +37,8 @@ RunMode = Literal["auto", "review", "review-if-flagged"]
 
 _CUT_OFF = ("The model's reply was cut off at its token limit before any code was complete: raise the server's "
             "limit on reply tokens (or the model's context window) and ask again.")
+_NOT_FROM_DATA = ("`answer` was typed in, not computed from the data: the code never uses `ehr`; read the "
+                  "database with ehr.sql or ehr.table and compute `answer` from what it returns")
 
 
 @dataclass
@@ -168,7 +170,9 @@ class Agent:
                 execution = Execution(ok=False, error=ErrorInfo("Blocked", report.describe()), namespace=namespace)
             step.run_seconds, step.stdout, step.error = execution.seconds, execution.stdout, execution.error
             if execution.ok:
-                step.soft_failure = "the code did not set `answer`" if not execution.has_answer else (is_empty_answer(execution.answer) or "")
+                step.soft_failure = "the code did not set `answer`" if not execution.has_answer else (
+                    is_empty_answer(execution.answer)
+                    or ("" if reads_data(step.code, {"ehr", "skills", *shared}) else _NOT_FROM_DATA))
                 step.answer_preview = preview(execution.answer) if execution.has_answer else ""
                 accept_empty = step.soft_failure.startswith("`answer` is an empty") and (
                     step.code == previous_code or "TERMINATE" in text)

@@ -61,7 +61,7 @@ def magic(db: str, memory: str) -> None:
     result = shell.run_cell("%%ehr\nSlow question?")
     print(f"success {result.success}")
     print(f"seconds {time.monotonic() - started:.2f}")
-    server.enqueue("```python\nanswer = 2\n```")
+    server.enqueue("```python\nanswer = ehr.sql('SELECT 2').item()\n```")
     shell.run_cell("%%ehr\nNext question?")
     print(f"next {shell.user_ns.get('answer')}")
 
