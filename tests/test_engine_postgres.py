@@ -13,7 +13,6 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 import ehr_magic
 import ehr_magic.cli as cli
@@ -23,6 +22,7 @@ from ehr_magic.errors import DatabaseError, EhrMagicError, ReadOnlyError
 from ehr_magic.safety import limits
 from fake_llm import messages_text
 from servers import PostgresServer
+from test_magic import ipython_shell
 
 pytestmark = pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason="needs ../shared/data/ehrsql-2024")
 
@@ -327,15 +327,8 @@ def test_agent_sees_postgres_errors_and_recovers(make_agent, fake_llm) -> None:
 def shell(pg_ehrsql: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     from test_panel_comm import FakeCommManager
 
-    monkeypatch.setenv("EHR_MAGIC_DB", pg_ehrsql)
-    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    ip = InteractiveShell()
-    ip.history_manager.enabled = False
-    ip.kernel = types.SimpleNamespace(comm_manager=FakeCommManager())
-    ip.run_line_magic("load_ext", "ehr_magic")
-    yield ip
-    ip.run_line_magic("unload_ext", "ehr_magic")
-    ip.clear_instance()
+    yield from ipython_shell(pg_ehrsql, monkeypatch, tmp_path,
+                             kernel=types.SimpleNamespace(comm_manager=FakeCommManager()))
 
 
 def test_magic_answers_on_a_postgres_backed_ehr(shell, fake_llm, duck) -> None:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
 
 from ehr_magic.magic.command import read_marker
 from ehr_magic.memory import MemoryStore
-from fake_llm import FakeReply
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
 CELL_CODE = COUNT_CODE + "\nanswer"  # as inserted: the last line shows the answer when the cell runs
@@ -20,12 +21,20 @@ def fenced(code: str) -> str:
     return f"Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
 
 
-def ipython_shell(database: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[InteractiveShell]:
-    """A real IPython shell with the extension loaded on ``database`` and a private memory."""
+def ipython_shell(database: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *,
+                  kernel: object | None = None) -> Iterator[InteractiveShell]:
+    """A real IPython shell with the extension loaded on ``database`` and a private memory
+    (``kernel``: a stand-in for the kernel, e.g. one with a comm manager for the panel).
+
+    It keeps no history and leaves nothing for interpreter exit: every shell registers an
+    exit handler that resets it with a full garbage collection, which made the whole
+    session spend minutes exiting."""
     monkeypatch.setenv("EHR_MAGIC_DB", str(database))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    shell = InteractiveShell()
-    shell.history_manager.enabled = False
+    shell = InteractiveShell(config=Config({"HistoryManager": {"enabled": False}}))
+    atexit.unregister(shell.atexit_operations)
+    if kernel is not None:
+        shell.kernel = kernel
     shell.run_line_magic("load_ext", "ehr_magic")
     yield shell
     shell.run_line_magic("unload_ext", "ehr_magic")

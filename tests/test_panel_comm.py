@@ -19,13 +19,13 @@ from typing import Any
 
 import polars as pl
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from ehr_magic.magic.command import read_marker
 from ehr_magic.memory import MemoryStore
 from ehr_magic.panel import TARGET, register_comm_target
 from ehr_magic.panel import protocol as p
 from ehr_magic.panel.handler import EventStream, PanelHandler, privacy_level
+from test_magic import ipython_shell
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
 GENDER_CODE = "answer = ehr.sql('SELECT gender, count(*) AS n FROM patients GROUP BY gender ORDER BY gender')"
@@ -99,15 +99,8 @@ class Panel:
 
 @pytest.fixture()
 def ip(ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    monkeypatch.setenv("EHR_MAGIC_DB", str(ehrsql_db))
-    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    shell = InteractiveShell()
-    shell.history_manager.enabled = False
-    shell.kernel = types.SimpleNamespace(comm_manager=FakeCommManager())
-    shell.run_line_magic("load_ext", "ehr_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "ehr_magic")
-    shell.clear_instance()
+    yield from ipython_shell(ehrsql_db, monkeypatch, tmp_path,
+                             kernel=types.SimpleNamespace(comm_manager=FakeCommManager()))
 
 
 @pytest.fixture()
