@@ -53,7 +53,7 @@ class Layout:
 Messages = list[dict[str, str]]
 
 
-SCHEMA_SHARE = 0.35  # of the window, at most, for the tables described in full
+SCHEMA_SHARE = 0.35  # of the window, at most, for the chosen tables' descriptions (full and one-line)
 
 
 def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int) -> tuple[int, int]:

@@ -20,6 +20,7 @@ import math
 import threading
 import time
 import traceback
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,7 +228,7 @@ def _error_info(error: BaseException, code: str) -> ErrorInfo:
     return ErrorInfo(type(error).__name__, _cap(message, 1500), lineno, text, call)
 
 
-def reads_data(code: str, sources: Any) -> bool:
+def reads_data(code: str, sources: Collection[str]) -> bool:
     """Whether ``code`` uses any of the names in ``sources`` (``ehr``, ``skills``, the notebook's
     variables): an answer typed in as a constant is no answer, however plausible it looks."""
     try:
