@@ -43,6 +43,20 @@ class LoadReport:
         return sum(self.tables.values())
 
 
+def find_tables(wanted: Iterable[tuple[str, list[Path], list[str]]]) -> tuple[dict[str, Path], list[str]]:
+    """``table -> file`` for each ``(table, folders, file name stems)`` whose file is found
+    (``find_table_file``), and the tables not found."""
+    files: dict[str, Path] = {}
+    missing: list[str] = []
+    for table, dirs, stems in wanted:
+        path = find_table_file(dirs, stems)
+        if path is None:
+            missing.append(table)
+        else:
+            files[table] = path
+    return files, missing
+
+
 def find_table_file(dirs: Iterable[Path], stem_candidates: Iterable[str]) -> Path | None:
     """The file named like one of ``stem_candidates`` (with a known suffix) in the first of
     ``dirs`` that has one. Two such files in one folder (``ADMISSIONS.csv`` beside

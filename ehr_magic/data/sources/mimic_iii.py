@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ehr_magic.data.sources.csvdir import LoadReport, Progress, check_dirs, find_table_file, load_tables
+from ehr_magic.data.sources.csvdir import LoadReport, Progress, check_dirs, find_tables, load_tables
 from ehr_magic.errors import DataSourceError
 
 log = logging.getLogger(__name__)
@@ -75,15 +75,7 @@ TYPE_OVERRIDES: dict[str, str] = {
 def find_files(dirs: Iterable[os.PathLike[str] | str]) -> tuple[dict[str, Path], list[str]]:
     """``table -> file`` for every MIMIC-III table found, and the tables not found."""
     roots = check_dirs(dirs)
-    files: dict[str, Path] = {}
-    missing: list[str] = []
-    for table in TABLES:
-        path = find_table_file(roots, [table.upper(), table])
-        if path is None:
-            missing.append(table)
-        else:
-            files[table] = path
-    return files, missing
+    return find_tables((table, roots, [table.upper(), table]) for table in TABLES)
 
 
 def load(

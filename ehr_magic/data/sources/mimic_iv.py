@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ehr_magic.data.sources.csvdir import LoadReport, Progress, check_dirs, find_table_file, load_tables
+from ehr_magic.data.sources.csvdir import LoadReport, Progress, check_dirs, find_tables, load_tables
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +70,9 @@ TYPE_OVERRIDES: dict[str, str] = {
 def find_files(dirs: Iterable[os.PathLike[str] | str]) -> tuple[dict[str, Path], list[str]]:
     """``table -> file`` for every MIMIC-IV table found, and the tables not found."""
     roots = check_dirs(dirs)
-    files: dict[str, Path] = {}
-    missing: list[str] = []
-    for module, tables in MODULES.items():
-        candidates = [r / module for r in roots] + roots  # module folder, or files directly in the root
-        for table in tables:
-            path = find_table_file(candidates, [table])
-            if path is None:
-                missing.append(table)
-            else:
-                files[table] = path
-    return files, missing
+    # each table in its module folder, or directly in the root
+    return find_tables((table, [r / module for r in roots] + roots, [table])
+                       for module, tables in MODULES.items() for table in tables)
 
 
 def load(
