@@ -29,7 +29,7 @@ def reply(code: str, standalone: str | None = None) -> str:
 
 
 def test_follow_up_request_carries_previous_question_and_code(ip, fake_llm, tmp_path, capsys) -> None:
-    fake_llm.enqueue(reply(COUNT_CODE), reply(WOMEN_CODE, WOMEN))
+    fake_llm.enqueue(reply(COUNT_CODE), reply(WOMEN_CODE, WOMEN), "CLARIFY: The women of which question?")
     ip.run_cell_magic("ehr", "", "How many patients are there?")
     assert ip.user_ns["answer"] == 94
     ip.run_cell_magic("ehr", "", "now only the women")
@@ -56,11 +56,15 @@ def test_follow_up_request_carries_previous_question_and_code(ip, fake_llm, tmp_
     assert ip.user_ns["answer"] == women and len(fake_llm.chat_requests()) == 2
 
 
-def test_follow_up_without_previous_turn_is_one_sentence(ip, fake_llm, capsys) -> None:
+def test_a_first_question_worded_like_a_follow_up_goes_to_the_model(ip, fake_llm, capsys) -> None:
+    # Wording never refuses a question: the model, which sees there is no earlier turn, may ask.
+    fake_llm.enqueue("CLARIFY: Only the emergency ones of what: admissions or patients?")
     ip.run_cell_magic("ehr", "", "now only the emergency ones")
     out = capsys.readouterr().out
-    assert "no earlier question in this conversation" in out and "Traceback" not in out
-    assert fake_llm.chat_requests() == []
+    assert "Only the emergency ones of what" in out and "Traceback" not in out
+    assert "no earlier question" not in out
+    sent = fake_llm.chat_requests()[0].last_user_message
+    assert "now only the emergency ones" in sent and "Turn 1:" not in sent
 
 
 def test_kernel_frame_name_and_columns_reach_the_model_not_its_values(ip, fake_llm, capsys) -> None:
@@ -132,7 +136,7 @@ def test_ask_cli_and_magic_share_one_path(ip, fake_llm, ehrsql_db, tmp_path) -> 
 
 
 def test_chat_reads_a_conversation_from_a_pipe(fake_llm, ehrsql_db, tmp_path) -> None:
-    fake_llm.enqueue(reply(COUNT_CODE), reply(WOMEN_CODE, WOMEN))
+    fake_llm.enqueue(reply(COUNT_CODE), reply(WOMEN_CODE, WOMEN), "CLARIFY: The women of which question?")
     lines = "How many patients are there?\nnow only the women\n/history\n/accept\n/new\nnow only the women\n/quit\n"
     env = {**os.environ, "EHR_MAGIC_MEMORY": str(tmp_path / "memory.sqlite")}
     done = subprocess.run([sys.executable, "-m", "ehr_magic", "chat", "--db", str(ehrsql_db), "--quiet"],
@@ -142,9 +146,9 @@ def test_chat_reads_a_conversation_from_a_pipe(fake_llm, ehrsql_db, tmp_path) ->
     assert "Traceback" not in out + done.stderr
     assert f"meaning: {WOMEN}" in out and "2. now only the women" in out
     assert f"Stored as memory entry #1: {WOMEN}" in out
-    assert out.count("no earlier question in this conversation") == 1  # after /new
-    follow_up = fake_llm.chat_requests()[-1].last_user_message
-    assert "How many patients are there?" in follow_up
+    assert out.count("The women of which question?") == 1  # after /new the model asks; nothing is refused
+    follow_up, after_new = (r.last_user_message for r in fake_llm.chat_requests()[1:])
+    assert "How many patients are there?" in follow_up and "How many patients are there?" not in after_new
     assert [e.question for e in MemoryStore(tmp_path / "memory.sqlite").list()] == [WOMEN]
 
 

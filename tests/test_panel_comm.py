@@ -593,7 +593,9 @@ def test_thread_follow_up_and_new_conversation(ip, panel, fake_llm) -> None:
     assert panel.result("conversation")["turns"] == turns
     assert panel.result("conversation.new") == {"turns": []}
     assert panel.result("conversation") == {"turns": []}
-    # After a new conversation a follow-up has nothing to refer to: one sentence, no model call.
+    # After a new conversation the model sees no earlier turn, and may ask; wording never refuses.
+    fake_llm.enqueue("CLARIFY: Only the men of which question?")
     _, reply = panel.call("ask", question="now only the men")
-    assert reply["result"]["status"] == "clarify" and "no earlier question" in reply["result"]["message"]
-    assert len(fake_llm.chat_requests()) == 2
+    assert reply["result"]["status"] == "clarify" and reply["result"]["message"] == "Only the men of which question?"
+    assert len(fake_llm.chat_requests()) == 3
+    assert "How many patients are there?" not in fake_llm.chat_requests()[-1].last_user_message

@@ -123,3 +123,54 @@ def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, eh
         answer = session.ask("now only the emergency ones")
     assert answer.standalone_question == "How many emergency admissions were there?"
     assert queries == ["How many admissions were there?", "How many admissions were there? now only the emergency ones"]
+
+
+class _ReachedTheAgent(Exception):
+    """Raised at the agent's first event: the question was not refused before it."""
+
+
+def _stop_at_the_agent(event) -> None:
+    raise _ReachedTheAgent(event.phase)
+
+
+@pytest.mark.parametrize("mode", ["agent", "auto"])
+def test_every_ehrsql_question_asked_first_reaches_the_agent(fake_llm, ehrsql_db, mode) -> None:
+    """No first question is refused for its wording ("patients of the same age", "on the same
+    day", "then"...): all EHRSQL-2024 train and valid questions, each asked first, reach the agent
+    (eval's agent mode is ``keep_conversation=False``; the magic, panel and CLI keep it)."""
+    import json
+
+    from datapaths import EHRSQL_DIR
+    from ehr_magic.data import connect
+    from ehr_magic.llm import LLMClient, resolve_settings
+    from ehr_magic.session import Session
+
+    questions = [item["question"] for split in ("train", "valid")
+                 for item in json.loads((EHRSQL_DIR / split / "data.json").read_text())["data"]]
+    assert len(questions) == 6287
+    llm = LLMClient(resolve_settings(model="fake-model"))
+    refused = []
+    with connect(ehrsql_db) as ehr:
+        for keep in (False, True):
+            session = Session(ehr, llm=llm, mode=mode, keep_conversation=keep)  # no memory: reuse never answers
+            for question in questions if keep is False else questions[:500]:
+                session.new_conversation()
+                try:
+                    answer = session.ask(question, on_event=_stop_at_the_agent)
+                except _ReachedTheAgent:
+                    continue
+                refused.append((question, answer.status, answer.message))
+    llm.close()
+    assert refused == []
+    assert fake_llm.chat_requests() == []  # stopped before the model was called
+
+
+def test_a_same_day_question_asked_first_is_answered(fake_llm, ehrsql_db) -> None:
+    from ehr_magic.data import connect
+    from ehr_magic.session import Session
+
+    fake_llm.enqueue("```python\nanswer = ehr.sql('SELECT count(DISTINCT subject_id) FROM prescriptions').item()\n```")
+    with connect(ehrsql_db) as ehr:
+        answer = Session(ehr).ask("How many patients had heparin and nitroglycerin on the same day?")
+    assert answer.status == "answered" and answer.source == "agent" and isinstance(answer.answer, int)
+    assert "heparin and nitroglycerin on the same day" in fake_llm.chat_requests()[0].last_user_message

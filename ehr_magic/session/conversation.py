@@ -21,7 +21,9 @@ _FOLLOW_UP = re.compile(
 
 
 def looks_like_follow_up(question: str) -> bool:
-    """True when the question refers to an earlier one instead of standing alone."""
+    """True when the question may refer to an earlier one. A cheap signal, used only to skip
+    reuse inside a conversation: many standalone questions match it ("patients of the same
+    age", "heparin and nitroglycerin on the same day"), so it never refuses a question."""
     return bool(_FOLLOW_UP.search(question))
 
 

@@ -12,8 +12,10 @@ run mode and the conversation. ``Session.ask(question)`` tries, in order:
 
 ``mode`` selects the steps: ``auto`` (all three), ``agent`` (3 only) or ``memory``
 (1 and 2, never a model call). A question reuse finds certainly unanswerable is
-abstained on at step 2. Follow-ups skip reuse: they mean something only in context.
-The model restates a follow-up as a standalone question; that is what memory stores.
+abstained on at step 2. Whether a question continues the conversation is decided by the
+model, which sees the earlier turns and restates the question as a standalone one (what
+memory stores). A question worded like a follow-up, asked after another, only skips reuse;
+no question is ever refused for its wording.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class Session:
         missing += [name for name in dict.fromkeys(self._earlier_variables())
                     if name not in variables and name not in missing and name in words]
         follow_up = bool(self.conversation.turns) and looks_like_follow_up(question)
-        refusal = self._refusal(question, present, missing)
+        refusal = self._refusal(question, missing)
         if refusal is not None:
             refusal.seconds = time.perf_counter() - started
             return refusal
@@ -153,17 +155,15 @@ class Session:
                                               answer_preview=preview(result.answer, 500), model=result.model)
         return self._finish(answer, started, level)
 
-    def _refusal(self, question: str, present: list[str], missing: list[str]) -> Answer | None:
+    def _refusal(self, question: str, missing: list[str]) -> Answer | None:
         """A clear sentence instead of a model call, for questions that cannot be read."""
         if missing:
             names = ", ".join(f"`{name}`" for name in missing)
             return Answer(question, "clarify", source="session", message=(
                 f"There is no variable {names} in the notebook (any more): run the cell that defines it, "
                 "or ask without it."))
-        if not self.conversation.turns and not present and looks_like_follow_up(question):
-            return Answer(question, "clarify", source="session", message=(
-                "This reads as a follow-up, but there is no earlier question in this conversation: "
-                "ask the whole question, e.g. 'How many emergency admissions are there?'."))
+        # Wording alone never refuses: "patients of the same age" or "and then" start many first
+        # questions. With no earlier turn the question stands alone, and the model can still ask.
         return None
 
     def _finish(self, answer: Answer, started: float, level: str) -> Answer:

@@ -262,6 +262,8 @@ def _conversation_responder(request: dict) -> FakeReply:
         return FakeReply(text="Standalone question: " + COHORT_QUESTION + "\n" + _fenced(
             "women = ehr.sql(\"SELECT subject_id FROM patients WHERE gender = 'f'\")\n"
             "answer = cohort.filter(pl.col('subject_id').is_in(women['subject_id'].to_list())).height"))
+    if "now only the men" in last and "Turn 1:" not in last:  # a first question: nothing to refer to
+        return FakeReply(text="CLARIFY: Only the men of which question?")
     if "now only the women" in last:
         return FakeReply(text="Standalone question: " + WOMEN + "\n" + _fenced(
             "answer = ehr.sql(\"SELECT count(*) AS n FROM patients WHERE gender = 'f'\")"))
@@ -338,5 +340,6 @@ def _thread_scenario(page, expect, lab) -> None:
     expect(panel.locator(".jp-EhrAssistant-thread")).to_have_count(0)
     box.fill("now only the men")
     ask.click()
-    expect(panel.locator(".jp-EhrAssistant-run")).to_contain_text("no earlier question in this conversation")
-    assert len(lab["llm"].chat_requests()) == len(requests)
+    # Wording never refuses: the question reaches the model, which sees no earlier turn and asks.
+    expect(panel.locator(".jp-EhrAssistant-run")).to_contain_text("Only the men of which question?")
+    assert len(lab["llm"].chat_requests()) == len(requests) + 1
