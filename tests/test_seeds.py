@@ -19,7 +19,7 @@ import pytest
 
 import ehr_magic
 from ehr_magic.agent.executor import Executor, is_empty_answer
-from ehr_magic.agent.fewshot import SeedExamples, seed_examples
+from ehr_magic.memory.fewshot import SeedExamples, seed_examples
 from ehr_magic.data.lookup import normalise
 
 # schema -> the conftest fixture that builds its database (once per session)
