@@ -5,7 +5,9 @@ LLM agents on EHRs; this is the tool that fixes it. Each (table, column) vocabul
 read once and indexed: normalised values, and an inverted index from word to values.
 A lookup picks candidates through the index (words equal, prefixed or close to the
 query's words, weighted by rarity), then ranks only those with rapidfuzz's WRatio, so
-it stays fast on vocabularies of 100k+ values (ICD titles).
+it stays fast on vocabularies of 100k+ values (ICD titles). Clinical shorthand ('Hb',
+'COPD') is searched through its expansions (``clinical_vocabulary.py``), passed in as
+``alternatives``.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class Vocabulary:
         renal failure' in 'renal | disorder of kidney | acute renal failure') scores 90-97,
         fewer extra words higher; one equal to it up to '(...)', 'unspecified' or 'not
         elsewhere classified' scores 99 (the generic meaning of an unqualified term); a
-        merely similar value keeps 90% of its fuzzy score. A lab value of another specimen
+        merely similar value keeps 97% of its fuzzy score. A lab value of another specimen
         ('potassium, csf') ranks below the blood one unless the query names it. A short
         query found inside a longer word ('hb' in 'hbsag') is not the abbreviation: it keeps 85%.
         """
