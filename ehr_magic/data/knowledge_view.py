@@ -93,7 +93,8 @@ class KnowledgeView:
         return {"drafted": marks.count("drafted"), "confirmed": marks.count(CONFIRMED)}
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Plain JSON data (lists, not tuples), with each join's ``arrow`` and the counts."""
+        data = asdict(self, dict_factory=lambda items: {k: list(v) if isinstance(v, tuple) else v for k, v in items})
         for table, view in zip(data["tables"], self.tables):
             for join, joined in zip(table["joins"], view.joins):
                 join["arrow"] = joined.arrow

@@ -57,8 +57,7 @@ def run(magics: Any, args: list[str]) -> None:
         edited = assistant.edit_knowledge(cmd.argument)
         print(edited.message(IMPORT_HINT.format(path=edited.path)))
     elif cmd.action == "import":
-        print(session.import_knowledge(cmd.argument))
-        magics._publish()  # the notebook's `ehr` is the reconnected database
+        print(magics.import_knowledge(cmd.argument))
     elif cmd.action == "table":
         table = assistant.knowledge_view().table(cmd.argument)
         display({"text/plain": table_text(table, columns=True), "text/html": table_html(table)}, raw=True)

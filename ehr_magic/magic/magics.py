@@ -325,6 +325,13 @@ class EhrMagics(Magics, Configurable):
 
         knowledge.run(self, args)
 
+    def import_knowledge(self, path: str | None) -> str:
+        """Check and store a knowledge file, reconnect, and rebind the notebook's ``ehr``
+        (``%ehr knowledge import`` and the side panel's Import)."""
+        message = self._ready().import_knowledge(path)
+        self._publish()
+        return message
+
     def _cmd_history(self, args: list[str]) -> None:
         assistant = self.session.assistant
         if assistant is None:

@@ -69,7 +69,7 @@ class EhrSession:
         self._rebuild_assistant()
         return self.description
 
-    def import_knowledge(self, path: str) -> str:
+    def import_knowledge(self, path: str | None) -> str:
         """Import a knowledge file through the answering session, which reconnects; the
         notebook's ``ehr`` follows (the caller rebinds it)."""
         message = self.assistant.import_knowledge(path)

@@ -268,13 +268,13 @@ class Session:
 
         return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
 
-    def import_knowledge(self, path: str) -> str:
-        """Check the knowledge file ``path`` against the database, store it, and reconnect so
+    def import_knowledge(self, path: str | None = None) -> str:
+        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against the database, store it, and reconnect so
         the next question uses it; returns one sentence saying what changed. Raises
         ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
         from ehr_magic.data import connect, knowledge_store
 
-        prepared = knowledge_store.prepare_import(self.ehr, path)
+        prepared = knowledge_store.prepare_import(self.ehr, path or knowledge_store.default_edit_path(self.ehr))
         target = self.ehr.path
         self.ehr.close()  # DuckDB lets one process open a file read-only or writable, not both
         try:
