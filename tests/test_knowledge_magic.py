@@ -131,7 +131,8 @@ def test_a_bad_import_names_every_problem_and_stores_nothing(ip, capsys, synthea
     path.write_text(path.read_text().replace("tables:", "tables: [", 1))
     ip.run_line_magic("ehr", f"knowledge import {path.name}")
     out = capsys.readouterr().out
-    assert f"Knowledge file {path.name}: This file is not valid YAML: line " in out and "Nothing was imported." in out
+    assert f"Knowledge file {path.name} is not valid YAML: line " in out
+    assert "; fix that line and import again. Nothing was imported." in out
     assert ip.user_ns["ehr"].stored_knowledge == stored and ip.user_ns["ehr"].count("patients") == 27
 
 

@@ -49,7 +49,9 @@ class KnowledgeRefused(EhrMagicError):
 
     def __init__(self, where: str, problems: Iterable[str]) -> None:
         self.where, self.problems = where, list(problems)
-        if len(self.problems) == 1:
+        if len(self.problems) == 1 and self.problems[0].startswith(f"Knowledge file {where} "):
+            text = f"{self.problems[0]} Nothing was imported."  # it names the file already
+        elif len(self.problems) == 1:
             text = f"Knowledge file {where}: {self.problems[0]} Nothing was imported."
         else:
             text = (f"Knowledge file {where} has {len(self.problems)} problems; nothing was imported:\n"
@@ -157,7 +159,7 @@ def prepare_import(ehr: EHR, source: str | os.PathLike[str]) -> Prepared:
     try:
         parsed = knowledge_files.parse(text, source=str(path), expected_schema=ehr.schema)
     except EhrMagicError as exc:
-        raise KnowledgeRefused(str(path), [_without_prefix(str(exc), str(path))]) from None
+        raise KnowledgeRefused(str(path), [str(exc)]) from None
     found = problems(parsed, ehr)
     now = None
     if parsed.clock and not any(p.startswith("The clock") for p in found):
@@ -336,15 +338,6 @@ def clock_time(clock: str, latest: Latest) -> dt.datetime:
 def _hint(name: str, choices: Iterable[str]) -> str:
     close = process.extractOne(name, list(choices)) if choices else None
     return f" (did you mean {close[0]!r}?)" if close and close[1] >= 70 else ""
-
-
-def _without_prefix(message: str, where: str) -> str:
-    """``Knowledge file X is ...`` -> ``It is ...``: the refusal names the file once."""
-    for prefix in (f"Knowledge file {where} is ", f"Knowledge file {where} "):
-        if message.startswith(prefix):
-            rest = message[len(prefix):]
-            return ("This file is " if prefix.endswith("is ") else "This file ") + rest
-    return message
 
 
 def _declared_schema(text: str) -> str | None:
