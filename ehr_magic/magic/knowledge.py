@@ -17,6 +17,7 @@ from typing import Any
 
 from IPython.display import display
 
+from ehr_magic.data.knowledge_view import KnowledgeView, TableView
 from ehr_magic.magic.command import CommandError
 
 USAGE = "Usage: %ehr knowledge [TABLE] | edit [PATH] | import FILE"
@@ -69,7 +70,7 @@ def run(magics: Any, args: list[str]) -> None:
 # -- text --------------------------------------------------------------------------------------
 
 
-def view_text(view: Any) -> str:
+def view_text(view: KnowledgeView) -> str:
     counts = view.counts()
     lines = [f"Knowledge of {view.dataset} (schema {view.schema}, {view.origin}): {counts['drafted']} statements "
              f"drafted by ehr-magic, {counts['confirmed']} written or confirmed by a person.",
@@ -80,7 +81,7 @@ def view_text(view: Any) -> str:
     return "\n".join(lines)
 
 
-def table_text(table: Any, *, columns: bool = False) -> str:
+def table_text(table: TableView, *, columns: bool = False) -> str:
     lines = [f"  {table.name} [{table.meaning_mark}]: {table.meaning or 'not described'}"]
     if table.key:
         lines.append(f"      key [{table.key_mark}]: {table.key}")
@@ -109,7 +110,7 @@ def _cell(text: str, mark: str) -> str:
     return f"{html.escape(text)} {_mark(mark)}" if text else ""
 
 
-def _row(table: Any) -> str:
+def _row(table: TableView) -> str:
     joins = "<br>".join(html.escape(j.arrow) for j in table.joins)
     return ("<tr>"
             f"<td><b>{html.escape(table.name)}</b></td>"
@@ -124,7 +125,7 @@ _HEAD = ("<tr><th>table</th><th>meaning</th><th>key</th><th>joins</th><th>lookup
 _TABLE = '<table class="ehr-knowledge" style="border-collapse:collapse;text-align:left">'
 
 
-def view_html(view: Any) -> str:
+def view_html(view: KnowledgeView) -> str:
     counts = view.counts()
     return (f'<div class="ehr-knowledge-view"><p><b>Knowledge of {html.escape(view.dataset)}</b> '
             f"(schema {html.escape(view.schema)}, {html.escape(view.origin)}): "
@@ -136,7 +137,7 @@ def view_html(view: Any) -> str:
             "One table with its columns: <code>%ehr knowledge TABLE</code>.</p></div>")
 
 
-def table_html(table: Any) -> str:
+def table_html(table: TableView) -> str:
     columns = "".join(
         f"<tr><td>{html.escape(c.name)}{' (key)' if c.key else ''}{' (lookup)' if c.lookup else ''}</td>"
         f"<td>{html.escape(c.dtype)}</td><td>{_cell(c.meaning, c.mark) or _mark(c.mark)}</td></tr>"
