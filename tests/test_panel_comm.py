@@ -429,11 +429,17 @@ def test_a_reply_json_cannot_carry_becomes_an_error() -> None:
     assert [m["id"] for m in sent] == ["r1", "r2"]
 
 
-def test_a_closed_comm_does_not_raise() -> None:
-    def closed(_: Any) -> None:
+def test_a_closed_comm_does_not_raise(caplog: pytest.LogCaptureFixture) -> None:
+    tried: list[dict[str, Any]] = []
+
+    def closed(message: dict[str, Any]) -> None:
+        tried.append(message)
         raise RuntimeError("comm closed")
 
-    PanelHandler(types.SimpleNamespace(), closed).handle({"v": 1, "id": "a", "type": "hello"})
+    with caplog.at_level("ERROR"):
+        PanelHandler(types.SimpleNamespace(), closed).handle({"v": 1, "id": "a", "type": "hello"})
+    assert [(m["id"], m["type"]) for m in tried] == [("a", "hello")]  # the reply was built and sent once
+    assert "cannot send to the panel" in caplog.text and "comm closed" in caplog.text
 
 
 # -- pure parts -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
 from ehr_magic.agent.executor import ErrorInfo
-from ehr_magic.agent.fewshot import Example
+from ehr_magic.memory.fewshot import Example
 
 
 def system_prompt(ehr: Any, *, full_index: bool = True) -> str:

@@ -18,18 +18,18 @@ from typing import Any, Literal
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.conversation import ConversationContext
 from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer, reads_data
-from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.agent.replies import parse_reply
-from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, preview
+from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import window as llm_window
 from ehr_magic.llm.config import LLMSettings
 from ehr_magic.llm.errors import LLMContextError
 from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens
 from ehr_magic.llm.window import ContextWindow
-
+from ehr_magic.memory.fewshot import ExampleSource, SeedExamples
 from ehr_magic.safety import check_code, privacy
+from ehr_magic.safety.privacy import preview
 
 KnowledgeMode = Literal["separate", "inline", "off"]
 RunMode = Literal["auto", "review", "review-if-flagged"]

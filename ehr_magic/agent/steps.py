@@ -134,13 +134,3 @@ def to_json_value(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return str(value)
-
-
-def preview(value: Any, limit: int = 1500) -> str:
-    """A short text view of an answer for feedback and memory."""
-    if isinstance(value, pl.DataFrame):
-        with pl.Config(tbl_rows=10, tbl_cols=12, fmt_str_lengths=60):
-            text = f"DataFrame with {value.height} rows x {value.width} columns:\n{value}"
-    else:
-        text = repr(value)
-    return text if len(text) <= limit else text[:limit] + " ..."

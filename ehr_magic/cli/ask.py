@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from ehr_magic.agent import AgentSettings, Event
-from ehr_magic.agent.steps import preview, to_json_value
+from ehr_magic.agent.steps import to_json_value
+from ehr_magic.safety.privacy import preview
 
 
 def register(sub: argparse._SubParsersAction) -> None:

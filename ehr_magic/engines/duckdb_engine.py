@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, first_line
 from ehr_magic.errors import DatabaseError, ReadOnlyError
 from ehr_magic.safety import limits

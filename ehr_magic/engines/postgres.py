@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError
 

@@ -33,7 +33,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError
 

@@ -21,8 +21,9 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal, Mapping
 
+from ehr_magic import migrations
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.paths import data_dir
 
@@ -31,11 +32,10 @@ BUSY_TIMEOUT_MS = 30_000
 Status = Literal["ok", "error", "interrupted"]
 STATUSES: tuple[str, ...] = ("ok", "error", "interrupted")
 
-Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: list[Migration] = []
+MIGRATIONS: list[migrations.Step] = []
 
 
-def migration(fn: Migration) -> Migration:
+def migration(fn: migrations.Step) -> migrations.Step:
     """Register the next schema migration. Append only; never edit or reorder."""
     MIGRATIONS.append(fn)
     return fn
@@ -156,18 +156,7 @@ class AuditLog:
             db.execute("PRAGMA journal_mode = WAL")
         except sqlite3.OperationalError:
             pass  # e.g. a network file system: the default journal still works
-        if db.execute("PRAGMA user_version").fetchone()[0] >= len(MIGRATIONS):
-            return
-        db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then re-check
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
-                step(db)
-                db.execute(f"PRAGMA user_version = {number}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        migrations.apply(db, MIGRATIONS)
 
     def schema_version(self) -> int:
         db = self._connect()

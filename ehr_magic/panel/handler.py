@@ -96,7 +96,7 @@ class PanelHandler:
     # -- requests ------------------------------------------------------------------------
 
     def _hello(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic import __version__
+        from ehr_magic.version import __version__
 
         return p.hello(__version__)
 
@@ -144,7 +144,7 @@ class PanelHandler:
 
     def _ask(self, request: p.Request) -> dict[str, Any]:
         from ehr_magic.agent import AgentSettings
-        from ehr_magic.agent.steps import preview
+        from ehr_magic.safety.privacy import preview
         from ehr_magic.magic import command
         from ehr_magic.magic.magics import user_variables
         from ehr_magic.magic.session import HistoryItem
@@ -207,7 +207,7 @@ class PanelHandler:
 
     def _examples(self, ids: list[str]) -> list[dict[str, Any]]:
         """``memory:12`` / ``seed:schema:3`` ids -> {id, question, origin}."""
-        from ehr_magic.agent.fewshot import seed_examples
+        from ehr_magic.memory.fewshot import seed_examples
 
         out = []
         for ident in ids:
@@ -372,7 +372,7 @@ class RecordingExamples:
     """An example source that reports which examples it chose (for the live view)."""
 
     def __init__(self, inner: Any, on_chosen: Callable[[list[Any]], None]) -> None:
-        from ehr_magic.agent.fewshot import SeedExamples
+        from ehr_magic.memory.fewshot import SeedExamples
 
         self.inner = inner if inner is not None else SeedExamples()
         self.on_chosen = on_chosen

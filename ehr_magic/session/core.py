@@ -29,7 +29,8 @@ from typing import Any, Literal
 from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.conversation import DEFAULT_HISTORY_TOKENS, ConversationContext
 from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
-from ehr_magic.agent.steps import AgentResult, preview
+from ehr_magic.agent.steps import AgentResult
+from ehr_magic.safety.privacy import preview
 from ehr_magic.data.lookup import normalise
 from ehr_magic.errors import ConfigError
 from ehr_magic.session import variables as notebook
