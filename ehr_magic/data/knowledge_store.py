@@ -33,12 +33,12 @@ from rapidfuzz import process
 from sqlglot import exp
 
 from ehr_magic.data import knowledge as knowledge_files
-from ehr_magic.data.build import META_TABLE, write_knowledge
+from ehr_magic.data.build import write_knowledge
 from ehr_magic.data.clock import parse_time
 from ehr_magic.data.ehr import EHR, connect
 from ehr_magic.data.knowledge import CONFIRMED, Knowledge, TableInfo, join_target
 from ehr_magic.engines import is_url, publish
-from ehr_magic.engines.base import first_line
+from ehr_magic.engines.base import META_TABLE, first_line
 from ehr_magic.errors import DataSourceError, EhrMagicError
 
 Latest = Callable[[str, str], Any]  # (table, column) -> its latest value
