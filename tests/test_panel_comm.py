@@ -1,4 +1,4 @@
-"""The side panel's comm handler (protocol v1): every request type, malformed input,
+"""The side panel's comm handler (protocol v2, and v1 requests): every request type, malformed input,
 and the same conversation over a real ipykernel.
 
 Most tests drive the handler through fake comm objects on a real InteractiveShell
@@ -70,16 +70,17 @@ class FakeComm:
 class Panel:
     """A minimal panel: numbered requests, replies split into events and the reply."""
 
-    def __init__(self, comm: FakeComm, magics: Any = None) -> None:
+    def __init__(self, comm: FakeComm, magics: Any = None, version: int = 1) -> None:
         self.comm = comm
         self.magics = magics
         self.n = 0
+        self.version = version
 
     def call(self, kind: str, **params: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.n += 1
         rid = f"r{self.n}"
-        out = self.comm.deliver({"v": 1, "id": rid, "type": kind, "params": params})
-        assert all(m["id"] == rid and m["v"] == 1 for m in out), out
+        out = self.comm.deliver({"v": self.version, "id": rid, "type": kind, "params": params})
+        assert all(m["id"] == rid and m["v"] == self.version for m in out), out
         events = [m["event"] for m in out if m["kind"] == "event"]
         replies = [m for m in out if m["kind"] in ("result", "error")]
         assert len(replies) == 1 and out[-1] is replies[0], out  # exactly one reply, last
@@ -120,8 +121,9 @@ def memory(tmp_path: Path) -> MemoryStore:
 def test_load_ext_registers_target_and_greets_with_protocol_version(ip, panel) -> None:
     assert TARGET in ip.kernel.comm_manager.targets
     hello = panel.comm.sent[0]
-    assert hello["kind"] == "hello" and hello["protocol"] == 1 and "ask" in hello["types"]
-    assert panel.result("hello")["protocol"] == 1
+    assert hello["kind"] == "hello" and hello["protocol"] == 2 and hello["protocols"] == [1, 2]
+    assert "ask" in hello["types"] and "knowledge.import" in hello["types"]
+    assert panel.result("hello")["protocol"] == 2  # a v1 request is still served, answered in v1
 
 
 def test_reload_ext_serves_open_panels_with_the_new_session(ip, panel) -> None:
@@ -357,7 +359,8 @@ MALFORMED = [
     ({"v": 1, "id": True, "type": "status"}, None, "bad_message"),
     ({"v": 1, "id": "x" * 101, "type": "status"}, None, "bad_message"),
     ({"id": "a"}, "a", "unsupported_version"),
-    ({"v": 2, "id": "a", "type": "status"}, "a", "unsupported_version"),
+    ({"v": 3, "id": "a", "type": "status"}, "a", "unsupported_version"),
+    ({"v": True, "id": "a", "type": "status"}, "a", "unsupported_version"),
     ({"v": "1", "id": "a", "type": "status"}, "a", "unsupported_version"),
     ({"v": 1, "id": 7}, "7", "bad_message"),
     ({"v": 1, "id": "a", "type": ""}, "a", "bad_message"),
@@ -414,7 +417,7 @@ def test_our_bugs_are_internal_errors_with_traceback(ip, panel, monkeypatch) -> 
     assert error["code"] == "internal" and "stats exploded" in error["message"]
     assert "Traceback" in error["detail"]
     monkeypatch.undo()
-    assert panel.result("hello")["protocol"] == 1
+    assert panel.result("hello")["protocol"] == 2
 
 
 def test_a_reply_json_cannot_carry_becomes_an_error() -> None:
@@ -555,7 +558,7 @@ def test_real_kernel_comm(ehrsql_db: Path, fake_llm, monkeypatch, tmp_path) -> N
         assert reply["content"]["status"] == "ok"
         panel = KernelPanel(client)
         hello = panel.open()
-        assert hello["kind"] == "hello" and hello["protocol"] == 1
+        assert hello["kind"] == "hello" and hello["protocol"] == 2
 
         _, status = panel.call({"v": 1, "id": "s", "type": "status"})
         assert status["result"]["database"]["schema"] == "ehrsql_mimic_iv"

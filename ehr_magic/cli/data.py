@@ -127,8 +127,11 @@ def run_knowledge(args: argparse.Namespace) -> int:
               f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it once they "
               "connect again (%ehr connect).")
         return 0
+    from ehr_magic.data.knowledge_view import knowledge_view
+
     with connect(args.file) as ehr:
         knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge
+        view = knowledge_view(ehr)
         print(f"{ehr.location}\n  schema {ehr.schema}  now {ehr.now:%Y-%m-%d %H:%M:%S}")
     if knowledge is None:
         print("  no knowledge: the model sees bare table and column names. Write a knowledge file and "
@@ -141,8 +144,12 @@ def run_knowledge(args: argparse.Namespace) -> int:
     print(f"  {len(knowledge.tables)} tables described, {joins} joins, "
           f"{len(knowledge.vocabulary_columns())} lookup columns"
           + (f"; not described: {', '.join(undescribed)}" if undescribed else ""))
+    counts = view.counts()
+    print(f"  {counts['drafted']} statements drafted by ehr-magic, {counts['confirmed']} written or confirmed "
+          f"by a person; the clock is {view.clock.mark}")
     width = max(len(name) for name in knowledge.tables)
-    for info in knowledge.tables.values():
-        print(f"  {info.name:<{width}}  {info.row}")
+    for table in view.tables:
+        if table.name in knowledge.tables:
+            print(f"  {table.name:<{width}}  [{table.meaning_mark}] {knowledge.tables[table.name].row}")
     print(f"Read or edit it all: ehr-magic data knowledge {redact(str(args.file))} --export FILE.yaml")
     return 0

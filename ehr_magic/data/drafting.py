@@ -388,12 +388,14 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str
         row = f"{_count(table.rows, 'row')} from {table.file}."
         description = (f"Each row has its own {table.key}." if table.key else "No single column identifies a row.")
         infos[table.name] = TableInfo(table.name, None, row, description, columns,
-                                      joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary))
+                                      joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
+                                      key=table.key)
     anchor = now or (clock.now if clock else None)
     knowledge = Knowledge(
         schema=schema, version=1, title=f"{dataset} (a folder of tables, knowledge drafted from the data)",
         introduction=_introduction(dataset, len(files), now, clock),
-        conventions=(*_conventions(joins), *notes), tables=infos, source="drafted")
+        conventions=(*_conventions(joins), *notes), tables=infos, source="drafted", drafted=True,
+        clock=_show(anchor) if anchor else None)
     return knowledge, anchor
 
 

@@ -35,6 +35,9 @@ HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline
 %ehr config [KEY [VALUE]] [--save]                show or set model, base_url, steps, shots, knowledge,
                                                   timeout, memory; --save writes model/base_url to config.toml
 %ehr memory list|search TEXT|show ID|delete ID    the accepted cells of this dataset
+%ehr knowledge [TABLE]                            what ehr-magic believes about the data: clock, tables,
+                                                  keys, joins, lookup columns (drafted or confirmed)
+%ehr knowledge edit [PATH] | import FILE          write the knowledge file to edit; check and store it
 %ehr history                                      the current conversation (questions, answers, variables)
 %ehr new                                          start a new conversation (follow-ups stop referring back)
 %ehr skill list|show NAME|delete NAME             clinical skills (built-in and your own)
@@ -316,6 +319,18 @@ class EhrMagics(Magics, Configurable):
                                 verify_with=session.ehr)
         print(f"Saved user skill {saved.name} v{saved.version}: skills.{saved.name}(ehr"
               + "".join(f", {k}=..." for k in params) + ")")
+
+    def _cmd_knowledge(self, args: list[str]) -> None:
+        from ehr_magic.magic import knowledge
+
+        knowledge.run(self, args)
+
+    def import_knowledge(self, path: str | None) -> str:
+        """Check and store a knowledge file, reconnect, and rebind the notebook's ``ehr``
+        (``%ehr knowledge import`` and the side panel's Import)."""
+        message = self._ready().import_knowledge(path)
+        self._publish()
+        return message
 
     def _cmd_history(self, args: list[str]) -> None:
         assistant = self.session.assistant

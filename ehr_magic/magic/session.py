@@ -69,6 +69,13 @@ class EhrSession:
         self._rebuild_assistant()
         return self.description
 
+    def import_knowledge(self, path: str | None) -> str:
+        """Import a knowledge file through the answering session, which reconnects; the
+        notebook's ``ehr`` follows (the caller rebinds it)."""
+        message = self.assistant.import_knowledge(path)
+        self.ehr = self.assistant.ehr
+        return message
+
     def use_memory(self, path: str | None) -> None:
         from ehr_magic.memory import MemoryStore
 

@@ -1,6 +1,6 @@
 """The kernel end of the side panel: one ``PanelHandler`` per open comm.
 
-``handle(data)`` serves one request of protocol v1 (``protocol.py``) and sends its
+``handle(data)`` serves one request of protocol v2 or v1 (``protocol.py``) and sends its
 events and its one reply through ``send``. It never raises: malformed or unknown
 requests, user problems (no model configured, a failed model call) and our own bugs
 all become ``error`` replies, so nothing the panel sends can break the kernel. The
@@ -42,7 +42,10 @@ class PanelHandler:
             "memory.delete": self._memory_delete, "accept": self._accept, "reject": self._reject,
             "pending": self._pending, "conversation": self._conversation,
             "conversation.new": self._new_conversation,
+            "knowledge": self._knowledge, "knowledge.edit": self._knowledge_edit,
+            "knowledge.import": self._knowledge_import,
         }
+        self._version = p.VERSION  # of the request being served: its replies speak it
         assert set(self._routes) == set(p.REQUEST_TYPES)
 
     @property
@@ -57,8 +60,10 @@ class PanelHandler:
         from ehr_magic.memory import EntryNotFoundError
 
         rid = p.request_id(data)
+        self._version = p.VERSION
         try:
             request = p.parse_request(data)
+            self._version = request.v
             body = self._routes[request.type](request)
             self.send(p.result(request.id, request.type, body))
         except p.ProtocolError as exc:
@@ -76,6 +81,8 @@ class PanelHandler:
 
     def send(self, message: dict[str, Any]) -> None:
         """Send one message; a value JSON cannot carry becomes an ``internal`` error."""
+        if "id" in message:  # a reply or event speaks the version of its request
+            message = {**message, "v": self._version}
         try:
             json.dumps(message, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -280,6 +287,29 @@ class PanelHandler:
         return {"token": token, "question": cell.question, "rejected": cell.rejected,
                 "entry_id": entry.id if entry else None, "origin": entry.origin if entry else None,
                 "accepted": bool(entry and entry.origin == "accepted")}
+
+    def _knowledge(self, request: p.Request) -> dict[str, Any]:
+        session = self._ready()
+        return {"knowledge": session.assistant.knowledge_view().to_dict()}
+
+    def _knowledge_edit(self, request: p.Request) -> dict[str, Any]:
+        path = p.text_param(request.params, "path", required=False, max_len=p.MAX_PATH)
+        session = self._ready()
+        edited = session.assistant.edit_knowledge(path or None)
+        return {"path": str(edited.path.resolve()), "name": p.relative_path(edited.path), "written": edited.written,
+                "message": edited.message("press Import in the Data tab.")}
+
+    def _knowledge_import(self, request: p.Request) -> dict[str, Any]:
+        from ehr_magic.data.knowledge_store import KnowledgeRefused
+
+        path = p.text_param(request.params, "path", required=False, max_len=p.MAX_PATH)
+        session = self._ready()
+        try:
+            message = self.magics.import_knowledge(path or None)
+        except KnowledgeRefused as exc:  # shown in the Data tab, one line per problem
+            return {"imported": False, "problems": exc.problems, "message": str(exc.args[0])}
+        return {"imported": True, "problems": [], "message": message,
+                "knowledge": session.assistant.knowledge_view().to_dict()}
 
     # -- helpers -------------------------------------------------------------------------
 

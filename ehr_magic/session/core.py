@@ -253,6 +253,43 @@ class Session:
                                dataset=self.ehr.dataset, answer_preview=answer_preview, model=model,
                                generated_code=generated_code if generated_code and generated_code != code else None)
 
+    # -- knowledge ---------------------------------------------------------------------
+
+    def knowledge_view(self):
+        """What the model is told about the tables and the clock, each statement marked
+        drafted or confirmed (``ehr_magic.data.knowledge_view.KnowledgeView``)."""
+        from ehr_magic.data.knowledge_view import knowledge_view
+
+        return knowledge_view(self.ehr)
+
+    def edit_knowledge(self, path: str | None = None, folder: str = "."):
+        """Write the knowledge to a file to edit (default ``<schema>.knowledge.yaml`` in
+        ``folder``); an existing file with other text is kept (``EditFile.written``)."""
+        from ehr_magic.data import knowledge_store
+
+        return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
+
+    def import_knowledge(self, path: str | None = None) -> str:
+        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against the database, store it, and reconnect so
+        the next question uses it; returns one sentence saying what changed. Raises
+        ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
+        from ehr_magic.data import connect, knowledge_store
+
+        prepared = knowledge_store.prepare_import(self.ehr, path or knowledge_store.default_edit_path(self.ehr))
+        target = self.ehr.path
+        self.ehr.close()  # DuckDB lets one process open a file read-only or writable, not both
+        try:
+            knowledge_store.store(target, prepared)
+        finally:
+            self.ehr = connect(target)
+            self._reuser = None  # it holds the old connection
+        view = self.knowledge_view()
+        counts = view.counts()
+        clock = f"; the clock is now {view.clock.now}" if prepared.now is not None else ""
+        return (f"Imported {prepared.path}: {len(prepared.knowledge.tables)} tables described, "
+                f"{counts['confirmed']} statements written or confirmed by a person, {counts['drafted']} drafted"
+                f"{clock}. The next question uses it.")
+
     # -- model -------------------------------------------------------------------------
 
     def llm(self, model: str | None = None):
