@@ -33,8 +33,8 @@ def test_ask_without_db_uses_the_demo_database_and_says_so(fake_llm, offline: Pa
     assert main(["ask", "How many patients are there?", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["answer"] == 100  # stdout stays one JSON document
-    assert (f"Database: synthetic MIMIC-IV-shaped data, 100 patients (the MIMIC-IV demo could not be fetched) at "
-            f"{offline}, the default as EHR_MAGIC_DB is unset") in captured.err
+    assert (f"Database: {offline}, synthetic MIMIC-IV-shaped data, 100 patients, as the MIMIC-IV demo could not be "
+            "fetched. It is the default, as neither --db nor EHR_MAGIC_DB names one.") in captured.err
     assert "ehr-magic demo --from DIR" in captured.err  # how to use a local copy instead
 
 
@@ -46,7 +46,7 @@ def test_chat_without_db_uses_EHR_MAGIC_DB_and_says_so(fake_llm, offline: Path, 
     capsys.readouterr()
     assert main(["chat", "--quiet"]) == 0
     captured = capsys.readouterr()
-    assert f"Database: synthetic at {offline}, named by EHR_MAGIC_DB." in captured.err
+    assert f"Database: {offline}, synthetic. EHR_MAGIC_DB names it." in captured.err
     assert "answer:\n100" in captured.out
 
 

@@ -51,9 +51,9 @@ def open_database(args: argparse.Namespace) -> Any:
     target = args.db or default_target()
     path, what = resolve_database(target, say=lambda line: print(line, file=sys.stderr))
     ehr = connect(path)
-    origin = ("" if args.db else ", named by EHR_MAGIC_DB" if target != "demo"
-              else ", the default as EHR_MAGIC_DB is unset; pass --db to choose another")
-    print(f"Database: {what or ehr.dataset} at {ehr.location}{origin}.", file=sys.stderr)
+    origin = ("" if args.db else " EHR_MAGIC_DB names it." if target != "demo"
+              else " It is the default, as neither --db nor EHR_MAGIC_DB names one.")
+    print(f"Database: {ehr.location}, {what or ehr.dataset}.{origin}", file=sys.stderr)
     return ehr
 
 

@@ -92,7 +92,7 @@ def demo_database(
         _say_unverified(copy, say)
         _build(copy, real, progress)
         return DemoDatabase(real, "mimic-iv-demo", f"the MIMIC-IV demo from {_folders(copy)}")
-    why = "requested"
+    why = "requested"  # the reason reads "..., as requested"
     if not synthetic_only:
         if real.exists() and not rebuild:
             gaps = _missing_tables(real)
@@ -107,7 +107,7 @@ def demo_database(
             return DemoDatabase(real, "mimic-iv-demo", f"the MIMIC-IV demo from {_folders(copy)}")
         say(f"The demo uses synthetic MIMIC-IV-shaped data instead; {LOCAL_COPY_HINT}.")
     path = synthetic_database(rebuild=rebuild, progress=progress)
-    return DemoDatabase(path, "synthetic", f"synthetic MIMIC-IV-shaped data, 100 patients ({why})")
+    return DemoDatabase(path, "synthetic", f"synthetic MIMIC-IV-shaped data, 100 patients, as {why}")
 
 
 def _demo_files(url: str | None, say: Callable[[str], None]) -> tuple[fetch.LocalCopy | None, str]:

@@ -26,7 +26,7 @@ from ehr_magic.data.ehr import EHR, connect
 from ehr_magic.data.knowledge import Knowledge
 from ehr_magic.engines import is_url, publish
 from ehr_magic.engines.base import first_line
-from ehr_magic.errors import DataSourceError, EhrMagicError
+from ehr_magic.errors import DataSourceError, EhrMagicError, sentences
 
 
 def export_knowledge(target: str | os.PathLike[str], out: str | os.PathLike[str]) -> Knowledge:
@@ -127,8 +127,8 @@ def _write_file(path: Path, schema: str, text: str) -> None:
     try:
         con = duckdb.connect(str(path))
     except duckdb.Error as exc:
-        raise DataSourceError(f"Cannot open {path} for writing ({first_line(exc)}); close the notebooks and "
-                              "programs that have it open, then import again.") from None
+        raise DataSourceError(f"Cannot open {path} for writing: {sentences(first_line(exc))} Close the notebooks "
+                              "and programs that have it open, then import again.") from None
     try:
         con.execute("BEGIN TRANSACTION")
         write_knowledge(con, schema, text)

@@ -192,7 +192,7 @@ class EhrMagics(Magics, Configurable):
             settings = s.assistant.llm().settings if s.assistant else None
             lines.append(f"model: {settings.model} at {settings.endpoint}" if settings else "model: -")
         except EhrMagicError as exc:
-            lines.append(f"model: not configured ({exc})")
+            lines.append(f"model: {exc}")
         if s.memory is not None:
             stats = s.memory.stats()
             mine = stats.by_schema.get(s.ehr.schema, 0) if s.ehr else 0
