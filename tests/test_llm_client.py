@@ -612,7 +612,7 @@ def test_missing_key_messages(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_malformed_toml_names_the_file() -> None:
     path = write_config("[llm\nmodel = \n")
-    with pytest.raises(ConfigError, match=f"Cannot parse {path}.*fix the TOML syntax"):
+    with pytest.raises(ConfigError, match=f"Cannot parse {path}: .*\\. Fix the TOML syntax"):
         resolve_settings()
 
 

@@ -39,7 +39,7 @@ from ehr_magic.data.ehr import EHR, connect
 from ehr_magic.data.knowledge import CONFIRMED, Knowledge, TableInfo, join_target
 from ehr_magic.engines import is_url, publish
 from ehr_magic.engines.base import META_TABLE, first_line
-from ehr_magic.errors import DataSourceError, EhrMagicError
+from ehr_magic.errors import DataSourceError, EhrMagicError, sentences
 
 Latest = Callable[[str, str], Any]  # (table, column) -> its latest value
 
@@ -450,8 +450,8 @@ def _write_file(path: Path, schema: str, text: str, now: dt.datetime | None) -> 
     try:
         con = duckdb.connect(str(path))
     except duckdb.Error as exc:
-        raise DataSourceError(f"Cannot open {path} for writing ({first_line(exc)}); close the notebooks and "
-                              "programs that have it open, then import again.") from None
+        raise DataSourceError(f"Cannot open {path} for writing: {sentences(first_line(exc))} Close the notebooks "
+                              "and programs that have it open, then import again.") from None
     try:
         con.execute("BEGIN TRANSACTION")
         write_knowledge(con, schema, text)

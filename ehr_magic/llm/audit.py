@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from ehr_magic import migrations
-from ehr_magic.errors import EhrMagicError
+from ehr_magic.errors import EhrMagicError, sentences
 from ehr_magic.paths import data_dir
 
 AUDIT_FILENAME = "audit.sqlite"
@@ -222,7 +222,7 @@ class AuditLog:
             return
         self._warned = True
         warnings.warn(
-            f"Cannot write the audit log at {self.path} ({exc}); model calls continue without it. "
+            f"Cannot write the audit log at {self.path}: {sentences(exc)} Model calls continue without it. "
             "Check that the folder is writable, or set EHR_MAGIC_DATA_DIR to another folder.",
             RuntimeWarning,
             stacklevel=3,
@@ -258,7 +258,8 @@ class AuditLog:
                 db.close()
         except sqlite3.Error as exc:
             raise AuditLogError(
-                f"Cannot read the audit log at {self.path} ({exc}): check the file, or move it aside to start a new log."
+                f"Cannot read the audit log at {self.path}: {sentences(exc)} Check the file, or move it aside to "
+                "start a new log."
             ) from None
 
     def entries(self, since: datetime | None = None, limit: int | None = None) -> list[AuditEntry]:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 import openai
 
-from ehr_magic.errors import ConfigError
+from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.llm.audit import AuditLog
 from ehr_magic.llm.config import NO_KEY_PLACEHOLDER, OPENAI_BASE_URL, LLMSettings, config_path, resolve_settings
 from ehr_magic.llm.errors import (
@@ -225,7 +225,8 @@ class LLMClient:
                 )
             return openai.OpenAI(base_url=settings.base_url or OPENAI_BASE_URL, **common)
         except (openai.OpenAIError, ValueError) as exc:
-            raise ConfigError(f"Cannot set up the {settings.provider} client ({exc}): check the [llm] settings.") from None
+            raise ConfigError(f"Cannot set up the {settings.provider} client: {sentences(exc)} Check the [llm] "
+                              "settings.") from None
 
     @property
     def endpoint(self) -> str:
@@ -368,12 +369,13 @@ class LLMClient:
             raise self._status_error(status, detail) from None
         except openai.APIError as exc:  # an error event inside a stream
             raise LLMResponseError(
-                f"The model server at {self.endpoint} reported an error mid-answer ({_shorten(exc.message)}): try again."
+                f"The model server at {self.endpoint} reported an error mid-answer: {sentences(_shorten(exc.message))} "
+                "Try again."
             ) from None
         except json.JSONDecodeError as exc:
             raise LLMResponseError(
-                f"The model server at {self.endpoint} sent malformed JSON ({exc.msg} at position {exc.pos}): "
-                "check that the base URL points to an OpenAI-compatible API (it usually ends in /v1)."
+                f"The model server at {self.endpoint} sent malformed JSON: {exc.msg} at position {exc.pos}. "
+                "Check that the base URL points to an OpenAI-compatible API (it usually ends in /v1)."
             ) from None
 
     def _read_completion(self, request: dict[str, Any]) -> _Answer:
@@ -485,8 +487,8 @@ class LLMClient:
 
     def _truncated(self, call: _Call, why: str) -> LLMResponseError:
         return LLMResponseError(
-            f"The response stream from {self.endpoint} ended early after {len(''.join(call.parts))} characters "
-            f"({why}): the server or a proxy cut it off; try again."
+            f"The response stream from {self.endpoint} ended early after {len(''.join(call.parts))} characters: "
+            f"{sentences(why)} The server or a proxy cut it off; try again."
         )
 
     def _status_error(self, status: int, detail: str) -> LLMError:

@@ -7,7 +7,6 @@ as one clear message, never a traceback, and never stop "Run all".
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from traitlets import Bool, Enum, Float, Integer, Unicode
 from traitlets.config import Configurable
 
 from ehr_magic.agent import AgentSettings, Event
+from ehr_magic.data.demo import default_target
 from ehr_magic.safety.privacy import preview
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.magic import command, render
@@ -184,7 +184,7 @@ class EhrMagics(Magics, Configurable):
             except (IndexError, ValueError):
                 raise CommandError("--patients needs a whole number, e.g. --patients 500.") from None
             args = args[:i] + args[i + 2:]
-        description = self.session.connect(args[0], patients=patients)
+        description = self.session.connect(args[0], patients=patients, say=self._say)
         self._publish()
         self._say(description)
 
@@ -195,7 +195,7 @@ class EhrMagics(Magics, Configurable):
             settings = s.assistant.llm().settings if s.assistant else None
             lines.append(f"model: {settings.model} at {settings.endpoint}" if settings else "model: -")
         except EhrMagicError as exc:
-            lines.append(f"model: not configured ({exc})")
+            lines.append(f"model: {exc}")
         if s.memory is not None:
             stats = s.memory.stats()
             mine = stats.by_schema.get(s.ehr.schema, 0) if s.ehr else 0
@@ -348,7 +348,7 @@ class EhrMagics(Magics, Configurable):
 
     def _ready(self) -> EhrSession:
         if self.session.ehr is None:
-            self.session.connect(self.database or os.environ.get("EHR_MAGIC_DB") or "demo")
+            self.session.connect(self.database or default_target(), say=self._say)
             self._publish()
         if self.session.memory is None:
             self.session.use_memory(self.memory)

@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from ehr_magic import migrations
+from ehr_magic.errors import sentences
 from ehr_magic.memory.errors import MemoryStoreError
 
 APPLICATION_ID = 0x45484D4D  # "EHMM"
@@ -76,7 +77,7 @@ LATEST_VERSION = len(MIGRATIONS)
 
 def damaged(path: Path, exc: BaseException) -> MemoryStoreError:
     return MemoryStoreError(
-        f"The memory store {path} is damaged or unreadable ({exc}); move it aside "
+        f"The memory store {path} is damaged or unreadable: {sentences(exc)} Move it aside "
         "(a JSONL export, if you have one, can be imported into a new store)."
     )
 

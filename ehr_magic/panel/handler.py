@@ -56,7 +56,7 @@ class PanelHandler:
 
     def handle(self, data: Any) -> None:
         """Serve one request; every outcome is a message, never an exception."""
-        from ehr_magic.errors import EhrMagicError
+        from ehr_magic.errors import EhrMagicError, sentences
         from ehr_magic.memory import EntryNotFoundError
 
         rid = p.request_id(data)
@@ -76,7 +76,7 @@ class PanelHandler:
             self.send(p.error(rid, p.INTERRUPTED, "Interrupted; nothing was stored."))
         except Exception as exc:  # noqa: BLE001 - our bug: reported with its traceback, kernel survives
             log.exception("ehr-magic panel request failed")
-            self.send(p.error(rid, p.INTERNAL, f"ehr-magic failed ({type(exc).__name__}: {exc}); this is a bug.",
+            self.send(p.error(rid, p.INTERNAL, f"ehr-magic failed, which is a bug: {type(exc).__name__}: {sentences(exc)}",
                               traceback.format_exc()))
 
     def send(self, message: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from sqlglot import exp
 from sqlglot.dialects import Dialect
 from sqlglot.tokens import Token, TokenType
 
-from ehr_magic.errors import ReadOnlyError
+from ehr_magic.errors import ReadOnlyError, sentences
 
 READ_STATEMENTS = ("SELECT", "WITH", "VALUES", "DESCRIBE", "SHOW", "EXPLAIN")
 _READ_START = {"SELECT", "WITH", "VALUES", "FROM", "TABLE", "PIVOT", "UNPIVOT", "PIVOT_WIDER", "PIVOT_LONGER"}
@@ -250,8 +250,8 @@ def _duckdb_read_check(text: str) -> list[SqlProblem]:
     try:
         statements = duckdb.extract_statements(text)
     except duckdb.Error as exc:
-        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot parse it ({_first_line(exc)}); fix the syntax "
-                           "or write a plain SELECT")]
+        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot parse it: {sentences(_first_line(exc))} Fix the "
+                           "syntax or write a plain SELECT")]
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         kinds = ", ".join(s.type.name for s in statements) or "nothing"
         return [SqlProblem("statement", _short(text), f"DuckDB reads it as {kinds}; {_ONLY_READS}")]

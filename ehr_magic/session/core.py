@@ -134,7 +134,7 @@ class Session:
         except ConfigError as exc:
             if declined is None:
                 raise
-            raise ConfigError(f"{declined} To let the agent try: {exc}") from None
+            raise ConfigError(f"{exc} {declined}") from None  # what to set first, then why memory could not answer
         described = [notebook.describe(name, variables[name], level) for name in present]
         context = ConversationContext(
             turns=self.conversation.summaries() if self.keep_conversation else (),
