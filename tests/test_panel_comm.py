@@ -242,6 +242,18 @@ def test_ask_shows_each_attempt_error_debugger_note_and_table(panel, fake_llm) -
     assert "2 rows" in result["answer_text"]
 
 
+def test_ask_shows_a_look_up_as_looked_up_not_failed(panel, fake_llm) -> None:
+    # Issue 23: code that only prints what it looked up is an observation, not a failed attempt.
+    fake_llm.enqueue(fenced("print(ehr.describe('patients'))"), fenced(GENDER_CODE))
+    events, reply = panel.call("ask", question="How many patients per gender?")
+    first, second = reply["result"]["steps"]
+    assert first["outcome"] == "looked up" and "gender" in first["observation"]
+    assert not first["succeeded"] and first["error"] is None and first["soft_failure"] is None
+    assert second["outcome"] == "answered" and second["succeeded"]
+    assert "debug" not in [e["phase"] for e in events if e["kind"] == "phase"]
+    assert reply["result"]["status"] == "answered" and not reply["result"]["message"]
+
+
 @pytest.mark.parametrize("reply, status", [
     ("CLARIFY: Which hospital visit do you mean?", "clarify"),
     ("UNANSWERABLE: addresses are not recorded here.", "abstained"),

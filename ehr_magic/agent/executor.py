@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from ehr_magic.safety import limits, runtime
+from ehr_magic.safety import sql as sqlcheck
 
 GENERATED = "<generated>"
 _MISSING = object()
@@ -116,7 +117,8 @@ class Executor:
 
         def target() -> None:
             try:
-                with limits.row_cap(self.max_rows):
+                # queries are capped and, as run, checked to be reads (SQL built at run time included)
+                with limits.row_cap(self.max_rows), sqlcheck.generated_code():
                     exec(compiled, ns)  # noqa: S102 (the executor is the one place code runs)
             except BaseException as exc:  # noqa: BLE001 (everything is reported, nothing escapes the thread)
                 outcome["error"] = exc

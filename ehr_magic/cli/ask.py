@@ -106,8 +106,7 @@ def progress(event: Event) -> None:
     if event.kind == "phase":
         print(f"[{event.elapsed:6.1f}s] {event.phase} {event.detail}", file=sys.stderr)
     elif event.kind == "step" and event.step and not event.step.succeeded:
-        reason = event.step.error.describe() if event.step.error else event.step.soft_failure
-        print(f"          step {event.step.index} failed: {reason.splitlines()[0]}", file=sys.stderr)
+        print(f"          {event.step.line()}", file=sys.stderr)
 
 
 def print_answer(answer: Any) -> None:

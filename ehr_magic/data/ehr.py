@@ -29,6 +29,7 @@ from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
 from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.safety import limits, privacy
+from ehr_magic.safety import sql as sqlcheck
 
 
 def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None, **options: Any) -> EHR:
@@ -82,6 +83,7 @@ class EHR:
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
         """Run a read-only SQL query (DuckDB dialect) and return a polars DataFrame."""
+        sqlcheck.check_generated(query)  # model-written code: the SQL as it runs must be a read
         return self._run(query, params)
 
     def table(self, name: str) -> pl.LazyFrame:

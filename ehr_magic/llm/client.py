@@ -4,12 +4,14 @@ All traffic goes through the ``openai`` package (``OpenAI`` or ``AzureOpenAI``, 
 once per client) with the SDK's own retries turned off: this module owns the retry
 policy so that it is bounded, visible in the audit log and testable:
 
-* retried: timeouts, connection errors, 408, 429 and 5xx, with exponential backoff
+* retried: connection errors and timeouts before the request reached the server, 408, 429
+  and 5xx, with exponential backoff
   and full jitter, or exactly the server's ``Retry-After`` / ``retry-after-ms``
   (capped at ``retry_after_max``);
-* not retried: other 4xx (a bad key or model name does not get better), malformed
-  responses, and a stream that breaks after text has arrived (the text was already
-  shown through ``on_token``).
+* not retried: a read timeout (the server has the request and may still be answering it:
+  sent again, the same work would run twice), other 4xx (a bad key or model name does
+  not get better), malformed responses, and a stream that breaks after text has arrived
+  (the text was already shown through ``on_token``).
 
 Every call, successful or not, is one row in the ``AuditLog`` (API keys never go
 there). Failures raise an ``LLMError`` subclass whose message says what to check; a
@@ -356,8 +358,18 @@ class LLMClient:
             if use_stream:
                 return self._read_stream(request, on_token, call)
             return self._read_completion(request)
-        except openai.APITimeoutError:
-            raise _Retryable(_Failure("timeout")) from None
+        except openai.APITimeoutError as exc:
+            # Only a request that never reached the server is sent again. After a read timeout the
+            # server has it and may still be generating (a long prompt on a local model, a proxy that
+            # holds a stream back until it is complete): sending it again doubled the work and the cost,
+            # the first reply completing unread while the identical second one started.
+            if type(exc.__cause__).__name__ in ("ConnectTimeout", "PoolTimeout"):
+                raise _Retryable(_Failure("timeout")) from None
+            raise LLMTimeoutError(
+                f"The model server at {self.endpoint} did not answer within {self.settings.timeout:g} s; it may "
+                "still be working on the request, so it was not sent again: raise timeout under [llm] in "
+                f"{config_path()} (a long prompt on a local model can take minutes), or try again.",
+                attempts=call.attempts) from None
         except openai.APIConnectionError as exc:
             raise _Retryable(_Failure("connection", detail=_cause(exc))) from None
         except openai.APIStatusError as exc:

@@ -146,8 +146,8 @@ class EhrMagics(Magics, Configurable):
             if answer.source == "memory":
                 display({"text/plain": answer.message, "text/html": render.details_html(answer, model)}, raw=True)
             else:
-                display({"text/plain": f"{len(answer.result.steps)} steps, {answer.model_calls} model calls",
-                         "text/html": render.details_html(answer, model)}, raw=True)
+                display({"text/plain": render.details_text(answer), "text/html": render.details_html(answer, model)},
+                        raw=True)
             from ehr_magic.magic.widgets import review_buttons
 
             review_buttons(self, token)
@@ -430,8 +430,7 @@ class _Progress:
             if time.monotonic() - self._last < 0.15:  # redraw at most ~7 times a second
                 return
         elif event.kind == "step" and event.step is not None and not event.step.succeeded:
-            reason = event.step.error.describe() if event.step.error else event.step.soft_failure
-            self.lines.append(f"        step {event.step.index} failed: {reason.splitlines()[0][:160]}")
+            self.lines.append("        " + event.step.line())
         else:
             return
         self._draw()

@@ -33,8 +33,9 @@ from ehr_magic.agent.steps import AgentResult
 from ehr_magic.safety.privacy import preview
 from ehr_magic.data.lookup import normalise
 from ehr_magic.errors import ConfigError
+from ehr_magic.safety import privacy
 from ehr_magic.session import variables as notebook
-from ehr_magic.session.conversation import Conversation, Turn, describe_answer, looks_like_follow_up
+from ehr_magic.session.conversation import Conversation, Turn, answer_shape, describe_answer, looks_like_follow_up
 
 Source = Literal["memory", "agent", "session"]
 Mode = Literal["auto", "agent", "memory"]
@@ -170,9 +171,13 @@ class Session:
     def _finish(self, answer: Answer, started: float, level: str) -> Answer:
         answer.seconds = time.perf_counter() - started
         if self.keep_conversation:
-            described = describe_answer(answer.answer, level) if answer.status == "answered" else answer.message
+            answered = answer.status == "answered"
+            # a failure's message may quote printed values: the model sees it masked, as in the loop's feedback
+            described = describe_answer(answer.answer, level) if answered else \
+                privacy.mask_feedback(answer.message, level, self.ehr, code=answer.code, strict=True)
             self.conversation.add(Turn(answer.question, answer.standalone_question, answer.status,
-                                       answer.code, described, answer.source, answer.seconds, list(answer.variables)))
+                                       answer.code, described, answer.source, answer.seconds, list(answer.variables),
+                                       answer_shape(answer.answer) if answered else "no result"))
         return answer
 
     def _earlier_variables(self) -> list[str]:
@@ -183,8 +188,6 @@ class Session:
         self.conversation = Conversation()
 
     def privacy_level(self, settings: AgentSettings | None = None) -> str:
-        from ehr_magic.safety import privacy
-
         level = (settings or self.settings).privacy
         return privacy.check_level(level) if level else privacy.default_level(self.ehr)
 

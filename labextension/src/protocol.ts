@@ -71,6 +71,8 @@ export interface IStep {
   knowledge: string;
   error: string | null;
   soft_failure: string | null;
+  /** The code only looked (printed, described) and its output went back to the model: not a failure. */
+  observation: string | null;
   hints: string[];
   debugger_note: string | null;
   stdout: string;
@@ -394,6 +396,7 @@ export function parseStep(step: Record<string, unknown>): IStep {
     knowledge: str(step.knowledge),
     error: nullableStr(step.error),
     soft_failure: nullableStr(step.soft_failure),
+    observation: nullableStr(step.observation),
     hints: Array.isArray(step.hints) ? step.hints.map(h => String(h)) : [],
     debugger_note: nullableStr(step.debugger_note),
     stdout: str(step.stdout),
