@@ -28,10 +28,11 @@ from typing import Any, Literal
 
 from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.conversation import DEFAULT_HISTORY_TOKENS, ConversationContext
-from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
+from ehr_magic.agent.executor import Executor, code_namespace, is_empty_answer
 from ehr_magic.agent.steps import AgentResult
 from ehr_magic.safety.privacy import preview
 from ehr_magic.data.lookup import normalise
+from ehr_magic import skills
 from ehr_magic.errors import ConfigError
 from ehr_magic.safety import privacy
 from ehr_magic.session import variables as notebook
@@ -144,7 +145,8 @@ class Session:
         examples = self._examples()
         if follow_up and examples is not None:  # "now only the women" retrieves like the question it follows
             examples = _AlongWith(examples, self.conversation.turns[-1].standalone)
-        agent = Agent(self.ehr, llm, examples=examples, settings=agent_settings)
+        agent = Agent(self.ehr, llm, examples=examples, settings=agent_settings, tools=self.tools(),
+                      skill_cards=skills.prompt_section)
         result = agent.run(question, on_event=on_event, conversation_context=context)
         standalone = result.standalone_question if not context.empty and result.standalone_question else question
         answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
@@ -207,10 +209,7 @@ class Session:
         entry = self.accepted_entry(question)
         if entry is None:
             return None
-        namespace = base_namespace(self.ehr)
-        shared = {k: v for k, v in (variables or {}).items() if k != "answer"}  # a cell may use notebook variables
-        for name, value in shared.items():
-            namespace.setdefault(name, value)
+        namespace, shared = code_namespace(self.ehr, variables, self.tools())  # a cell may use notebook variables
         execution = Executor(self.ehr, timeout=self.settings.timeout).run(entry.code, namespace)
         if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
             return None  # the stored code no longer works here: generate anew
@@ -219,6 +218,10 @@ class Session:
                       f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
                       namespace={k: v for k, v in namespace.items()
                                  if not k.startswith("__") and not (k in shared and shared[k] is v)})
+
+    def tools(self) -> dict[str, Any]:
+        """Names generated and remembered code may use besides ``ehr``: the clinical ``skills``."""
+        return skills.namespace(self.ehr)
 
     def reuser(self):
         """The reuse engine over this session's memory (built on first use)."""
