@@ -67,7 +67,9 @@ def test_attribute_words_come_from_the_schema_and_its_descriptions(ehr) -> None:
     assert words.columns["sex"] == {"gender"}  # its description ("Sex, 'm' or 'f'")
     code = frozenset({"admissions", "age", "subject_id", "admittime"})
     assert words.conflict({"marita", "status", "patien"}, {"age", "patien"}, code)
-    assert words.conflict({"patien"}, {"age", "patien"}, code)  # the question drops the attribute
+    # the cell's question names what its code computes; a question saying something else instead
+    assert words.conflict({"patien", "old"}, {"age", "patien"}, code)
+    assert not words.conflict({"patien"}, {"age", "patien"}, code)  # only leaving the word out is no conflict
     assert not words.conflict({"age", "patien"}, {"age", "patien"}, code)
 
 

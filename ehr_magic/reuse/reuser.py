@@ -267,7 +267,9 @@ _NOT_ASKING_TIME = re.compile(r"\b(?:for )?the (?:\w+ )?(?:first|last|second|thi
                               r"\b(?:at|in) the same time\b|\bsame time\b", re.I)
 _TIME_WORDS = re.compile(r"\b(?:when|time|times|date|dates|day|days|birth|born|death|died|dob|dod|hour|moment)\b",
                          re.I)
-_YES_NO = re.compile(r"^\W*(?:is|are|was|were|has|have|had|did|does|do)\b", re.I)
+# A yes/no question may open with a time or place: "On 07/03/2100, did patient ... ?"
+_YES_NO = re.compile(r"^\W*(?:[^,?]*,\s*)?(?:is|are|was|were|has|have|had|did|does|do)\b", re.I)
+_HOW_MUCH = re.compile(r"\bhow (?:much|many)\b", re.I)
 _WHETHER = re.compile(r"\b(?:whether|if|is there|are there|was there|were there)\b", re.I)
 
 
@@ -280,12 +282,40 @@ def shape_mismatch(question: str, answer: Any) -> str:
         return "returns no time, but the question asks when"
     if temporal == "only" and not _TIME_WORDS.search(asked):
         return "returns only times, but the question does not ask about a time"
+    if _HOW_MUCH.search(question) and not _has_number(answer):
+        return "returns no number, but the question asks how much or how many"
     yes_no = bool(_YES_NO.search(question))
     if yes_no and not boolean:
         return "returns no yes/no value, but the question asks yes or no"
     if boolean and not yes_no and not _WHETHER.search(question):
         return "returns yes/no, but the question does not ask yes or no"
     return ""
+
+
+def _has_number(answer: Any) -> bool:
+    """True when the answer holds a number: a numeric or duration column, or text that reads as
+    numbers (doses are stored as text)."""
+    if isinstance(answer, pl.LazyFrame):
+        answer = answer.collect()
+    if isinstance(answer, pl.Series):
+        answer = answer.to_frame()
+    if isinstance(answer, pl.DataFrame):
+        for column in answer.iter_columns():
+            if column.dtype.is_numeric() or column.dtype == pl.Duration:
+                return True
+            values = column.drop_nulls()
+            if column.dtype == pl.String and values.len() and not values.str.strip_chars().cast(
+                    pl.Float64, strict=False).null_count():
+                return True
+        return False
+    if isinstance(answer, bool):
+        return False
+    if isinstance(answer, str):
+        try:
+            float(answer)
+        except ValueError:
+            return False
+    return True
 
 
 def _kinds(answer: Any) -> tuple[str, bool]:
