@@ -24,8 +24,8 @@ MAX_COLUMNS = 3  # a word naming more column names than this ("time", "identifie
 _GRAMMAR = frozenset("a an the is are was were be been do doe did has have had".split())
 MAX_SYNONYM_WORDS = 4  # content words of a convention clause that names a column: more explain it
 # English words that explain how to compute rather than name what is computed.
-_NOT_NAMES = frozenset("count counts counted number distinct within one always alone equal exact null using whose among "
-                       "likewise means".split())
+_NOT_NAMES = frozenset("count counts counted number distinct within one always alone equal exact null using "
+                       "whose among likewise means".split())
 # A column description starts by naming the attribute ("Marital status, e.g. ...", "Age in
 # years at this visit", "Date of birth (TIMESTAMP ...)"); what follows explains it.
 _FIRST_CLAUSE = re.compile(r"^[^,;.(:]*?(?=\s+(?:in|of|at|for|from|with|when|where|that|which|if|e\.g)\b|[,;.(:]|$)")
