@@ -225,7 +225,6 @@ class Reuser:
                            substitutions=adaptation.substitutions,
                            namespace={k: v for k, v in namespace.items() if not k.startswith("__")}, **base)
 
-
     def _own_answer_is_zero(self, template: Any) -> bool | None:
         """Whether the remembered cell, run as it is, answers 0 (None when it does not run)."""
         key = (template.entry_id, template.code)
