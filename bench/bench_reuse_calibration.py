@@ -12,7 +12,13 @@ which were chosen on valid) in the same run:
 
 Printed: precision on answered questions, coverage of the answerable ones, RS(0) and
 RS(10) (EHRSQL-2024's reliability score: +1 right, 0 abstained, -10 wrong or answered
-when unanswerable), abstentions on the unanswerable ones, and the calibration.
+when unanswerable), abstentions on the unanswerable ones, the calibration, and the wrong
+answers by issue 26's kinds (``wrong_kind``).
+
+Tuning the rules (valid stays untouched until the end):
+
+    python bench/bench_reuse_calibration.py --db /tmp/ehrsql.duckdb --only unseen --threshold 0.21 \
+        --margin 0.05 --no-release --wrong /tmp/wrong     # no calibration; wrong answers as JSON lines
 """
 
 from __future__ import annotations
