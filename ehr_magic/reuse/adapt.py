@@ -179,9 +179,9 @@ def _constant_condition(condition: exp.Expression, qualifier: str) -> bool:
 
 
 def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
-    """The substituted values not found in the column the code puts them into: a value
-    compared with no column (a year inside ``strftime``), or one the column does not hold,
-    is shown as ``'value' in column``. Empty when every substitution is found where it went."""
+    """The substituted values not found in the column the code puts them into (a value
+    compared with no column, like a year inside ``strftime``, or one the column does not
+    hold), each as a sentence. Empty when every substitution is found where it went."""
     missing = []
     for index, (slot, new) in enumerate(zip(template.slots, values)):
         if (new.type, new.key) == (slot.value.type, slot.value.key):
@@ -192,8 +192,11 @@ def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
                 text = _new_text(literal, link.format, link.mode, new, slot.value)
             except AdaptationError:
                 text = ""
+            if not literal.column_name:
+                missing.append(f"{_shown(new)!r} is compared with no column")
+                break
             if not text or not _stored_in_column(ehr, literal, text, link.mode == "contains"):
-                missing.append(f"{_shown(new)!r} in {literal.column or 'no column'}")
+                missing.append(f"{_shown(new)!r} is not stored in {literal.column}")
                 break
     return missing
 

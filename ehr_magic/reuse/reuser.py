@@ -216,7 +216,7 @@ class Reuser:
             if missing:
                 return ReuseResult(status="abstained", code=adaptation.code, reason=(
                     f"the adapted cell #{template.entry_id} returns 0 where its own answer was not 0, and "
-                    f"{', '.join(missing)} is not found there"), **base)
+                    f"{'; '.join(missing)}"), **base)
         mismatch = shape_mismatch(question, execution.answer)
         if mismatch:
             return ReuseResult(status="abstained", code=adaptation.code,
