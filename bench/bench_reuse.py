@@ -35,9 +35,7 @@ DATASET = REPO.parent / "shared" / "data" / "ehrsql-2024"
 def run_eval(args: argparse.Namespace) -> None:
     from ehr_magic.eval import evaluate
     from ehr_magic.eval.report import summary_lines
-    from ehr_magic.reuse.answerer import register
 
-    register()
     report = evaluate(args.dataset, args.split, args.db, mode="memory", memory_from=args.memory_from,
                       out=args.out, limit=args.limit,
                       options={"reuse": {"threshold": args.threshold, "margin": args.margin}})

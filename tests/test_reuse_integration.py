@@ -75,7 +75,6 @@ def write_split(folder: Path, rows: list[tuple[str, str, str | None, str]]) -> N
 
 def test_eval_memory_mode_answers_from_the_memory_split(ehrsql_db: Path, tmp_path: Path) -> None:
     from ehr_magic.eval import evaluate
-    from ehr_magic.reuse.answerer import register
 
     route = "SELECT DISTINCT prescriptions.route FROM prescriptions WHERE prescriptions.drug = '{}'"
     with connect(ehrsql_db) as ehr:
@@ -86,7 +85,6 @@ def test_eval_memory_mode_answers_from_the_memory_split(ehrsql_db: Path, tmp_pat
         ("v1", "How is aspirin typically taken?", route.format("aspirin"), gold["aspirin"]),
         ("v2", "What is the phone number of patient 10004235?", None, "null"),
     ])
-    register()
     report = evaluate(tmp_path / "data", "valid", ehrsql_db, mode="memory", memory_from="train", out=tmp_path / "out")
     by_id = {r.id: r for r in report.results}
     assert by_id["v1"].status == "answered" and by_id["v1"].correct

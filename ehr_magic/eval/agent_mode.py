@@ -5,13 +5,14 @@ question to the model) or ``memory`` (reuse only, never a model call).
 Agent mode: few-shot examples come from a memory store of the run, the
 ``--memory-from`` split's questions with their gold code (in our DuckDB form) when
 given, plus the packaged seeds; with ``--grow-memory`` each correctly answered question
-joins it (EHRAgent's online protocol). Memory mode: the store and reuse engine of
-``ehr_magic.reuse.answerer.MemoryAnswerer``, answered through the session. Questions
+joins it (EHRAgent's online protocol). Memory mode: a store of the ``--memory-from`` split and its reuse
+engine, calibrated on that memory alone, answered through the session. Questions
 are independent (no conversation), so answerers are safe with several workers.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 from pathlib import Path
@@ -63,13 +64,36 @@ class AgentAnswerer:
 
 
 class MemoryModeAnswerer:
-    """``--mode memory`` through a ``Session`` in memory mode (no model)."""
+    """``--mode memory`` through a ``Session`` in memory mode (no model): the run's store holds the
+    ``--memory-from`` split's questions and gold code; each question is answered by adapting a
+    remembered cell, or abstained on. It never falls through to a model."""
 
     def __init__(self, context: EvalContext) -> None:
-        from ehr_magic.reuse.answerer import MemoryAnswerer
+        from ehr_magic.reuse import Reuser
 
-        self._memory = MemoryAnswerer(context)  # fills the run's store and builds its reuse engine
-        self.session = Session(context.ehr, memory=self._memory.store, reuser=self._memory.reuser, mode="memory",
+        self.ehr = context.ehr
+        self.grow = bool(getattr(context, "grow_memory", False))
+        folder = Path(context.work_dir) if getattr(context, "work_dir", None) else Path(
+            tempfile.mkdtemp(prefix="ehr-magic-memory-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        self.store = MemoryStore(folder / "memory.sqlite")
+        examples = context.memory_examples()
+        if examples and len(self.store) == 0:
+            path = folder / "memory-from.jsonl"
+            with open(path, "w", encoding="utf-8") as handle:
+                for example in examples:
+                    handle.write(json.dumps({"question": example.question, "code": example.code,
+                                             "schema": self.ehr.schema, "origin": "imported",
+                                             "tags": [f"id:{example.id}"]}, ensure_ascii=False) + "\n")
+            self.store.import_(path, schema=self.ehr.schema)
+        reuse_options = dict(context.options.get("reuse", {}))
+        reuser = Reuser.from_store(self.ehr, self.store, **reuse_options)
+        if "threshold" not in reuse_options and "margin" not in reuse_options and reuser.cells():
+            # Thresholds from the memory alone, never from the split under evaluation.
+            if reuser.calibration.source != "cross-validation":
+                reuser.calibrate()
+        self._lock = threading.Lock()
+        self.session = Session(context.ehr, memory=self.store, reuser=reuser, mode="memory",
                                keep_conversation=False)
 
     def answer(self, question: str, qid: str) -> Outcome:
@@ -81,4 +105,7 @@ class MemoryModeAnswerer:
                        note=answer.message.removeprefix("Memory reuse declined: ").removesuffix("."))
 
     def learn(self, question: str, code: str, qid: str) -> None:
-        self._memory.learn(question, code, qid)
+        """Remember a correctly answered question (``--grow-memory``)."""
+        if self.grow:
+            with self._lock:
+                self.store.add(question, code, origin="imported", schema=self.ehr.schema, tags=[f"id:{qid}"])

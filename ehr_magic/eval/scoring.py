@@ -14,67 +14,23 @@ value), so an integer stays ``'89'``, a float is ``'89.0'``, a timestamp is
 from __future__ import annotations
 
 import ast
-import datetime as dt
-import decimal
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Rows = list[list[str]]
-ROW_LIMIT = 100  # the scorer compares only the first 100 rows (after sorting)
-ROUND_DIGITS = 3
+from ehr_magic.data.answers import (  # noqa: F401  (the normal form answers are compared in)
+    ROUND_DIGITS,
+    ROW_LIMIT,
+    Rows,
+    normalize_answer,
+    normalize_rows,
+    normalize_value,
+    same_answer,
+    to_rows,
+)
 
 Verdict = Literal["correct_answer", "correct_abstention", "wrong_answer", "answered_unanswerable", "missed"]
 ANSWERED = "answered"
-
-
-def normalize_value(value: Any) -> str:
-    """One cell as the EHRSQL-2024 scorer writes it."""
-    if value is None:
-        return "None"
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, (float, decimal.Decimal)):
-        number = float(value)
-        return str(number) if math.isnan(number) or math.isinf(number) else str(round(number, ROUND_DIGITS))
-    if isinstance(value, dt.datetime):
-        return str(value.replace(tzinfo=None))
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode(errors="ignore")
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item) and type(value).__module__.startswith("numpy"):
-        return normalize_value(item())
-    return str(value)
-
-
-def to_rows(answer: Any) -> list[tuple[Any, ...]]:
-    """Rows of an answer: a polars DataFrame or Series, a list of rows or values, or one value."""
-    if hasattr(answer, "rows") and hasattr(answer, "columns") and callable(answer.rows):  # polars DataFrame
-        return [tuple(row) for row in answer.rows()]
-    if hasattr(answer, "to_list") and hasattr(answer, "dtype"):  # polars Series
-        return [(v,) for v in answer.to_list()]
-    if isinstance(answer, dict):
-        return [tuple(answer.values())]
-    if isinstance(answer, (list, tuple, set, frozenset)):
-        items = list(answer)
-        if items and all(isinstance(i, (list, tuple)) for i in items):
-            return [tuple(i) for i in items]
-        return [(i,) for i in items]
-    return [(answer,)]
-
-
-def normalize_rows(rows: Iterable[Sequence[Any]]) -> Rows:
-    """Cells to text, rows sorted, first 100 kept: the form answers are compared in."""
-    return sorted([normalize_value(c) for c in row] for row in rows)[:ROW_LIMIT]
-
-
-def normalize_answer(answer: Any) -> Rows:
-    return normalize_rows(to_rows(answer))
 
 
 def parse_gold_answer(text: str | None) -> Rows | None:
@@ -83,11 +39,6 @@ def parse_gold_answer(text: str | None) -> Rows | None:
         return None
     value = ast.literal_eval(text) if isinstance(text, str) else text
     return normalize_rows(to_rows(value))
-
-
-def same_answer(predicted: Rows, gold: Rows) -> bool:
-    """EHRSQL-2024's exact match on normalised results."""
-    return str(predicted) == str(gold)
 
 
 def contains_answer(predicted: Rows, gold: Rows) -> bool:

@@ -138,8 +138,9 @@ def choose(observations: Sequence[Observation], *, target: float = TARGET_PRECIS
 def observe(ehr: Any, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, timeout: float = 10.0,
             progress: Callable[[int, int], None] | None = None) -> list[Observation]:
     """Cross-validated reuse answers over ``cells``, each judged against its own code's answer."""
+    from ehr_magic import skills
     from ehr_magic.agent.executor import Executor, base_namespace
-    from ehr_magic.eval.scoring import normalize_answer, same_answer
+    from ehr_magic.data.answers import normalize_answer, same_answer
     from ehr_magic.reuse.reuser import Reuser
 
     groups = _folds(ehr, cells, folds, seed)
@@ -158,7 +159,7 @@ def observe(ehr: Any, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, t
             result = reuser.answer(question)
             if not result.answered:
                 continue
-            own = executor.run(code, base_namespace(ehr))
+            own = executor.run(code, base_namespace(ehr, skills.namespace(ehr)))
             if not own.ok or not own.has_answer:
                 continue  # a cell that does not run here tells nothing about reuse
             right = same_answer(normalize_answer(result.answer), normalize_answer(own.answer))

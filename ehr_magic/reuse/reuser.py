@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic import skills
 from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
 from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context, unfound_values
 from ehr_magic.reuse.calibrate import Calibration, calibrate, load_calibration, save_calibration
@@ -199,7 +200,7 @@ class Reuser:
         if moved:
             return ReuseResult(status="abstained", code=adaptation.code, reason=f"the question puts {moved!r} in "
                                f"another role than cell #{template.entry_id} gives it", **base)
-        namespace = base_namespace(self.ehr)
+        namespace = base_namespace(self.ehr, skills.namespace(self.ehr))  # as the cell ran in the notebook
         execution = Executor(self.ehr, timeout=self.timeout).run(adaptation.code, namespace)
         if not execution.ok:
             error = execution.error.describe() if execution.error else "unknown error"
@@ -229,7 +230,7 @@ class Reuser:
         """Whether the remembered cell, run as it is, answers 0 (None when it does not run)."""
         key = (template.entry_id, template.code)
         if key not in self._own_answers:
-            execution = Executor(self.ehr, timeout=self.timeout).run(template.code, base_namespace(self.ehr))
+            execution = Executor(self.ehr, timeout=self.timeout).run(template.code, base_namespace(self.ehr, skills.namespace(self.ehr)))
             ok = execution.ok and execution.has_answer and not is_empty_answer(execution.answer)
             self._own_answers[key] = zero_answer(execution.answer) if ok else None
         return self._own_answers[key]
