@@ -14,13 +14,19 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def load_ipython_extension(ip) -> None:  # noqa: ANN001 - IPython's hook signature
-    """``%load_ext ehr_magic``."""
-    from ehr_magic.magic import load_ipython_extension as load
+    """``%load_ext ehr_magic``: the magic, and the side panel's comm over the same session."""
+    from ehr_magic.magic import connect_at_load
+    from ehr_magic.magic import load_ipython_extension as load_magic
+    from ehr_magic.panel import register_comm_target
 
-    load(ip)
+    magics = load_magic(ip)
+    register_comm_target(ip, magics)
+    connect_at_load(magics)
 
 
 def unload_ipython_extension(ip) -> None:  # noqa: ANN001
-    from ehr_magic.magic import unload_ipython_extension as unload
+    from ehr_magic.magic import unload_ipython_extension as unload_magic
+    from ehr_magic.panel import unregister_comm_target
 
-    unload(ip)
+    unregister_comm_target(ip)
+    unload_magic(ip)

@@ -295,13 +295,13 @@ def test_a_failed_publish_changes_nothing(pg_server: PostgresServer, tmp_path: P
 
 
 def test_memory_accepted_on_duckdb_answers_on_postgres(duck, pg, tmp_path: Path, fake_llm) -> None:
-    from ehr_magic.assistant import Assistant
+    from ehr_magic.session import Session
     from ehr_magic.memory import MemoryStore
 
     store = MemoryStore(tmp_path / "memory.sqlite")
     question = "How many patients are there?"
-    Assistant(duck, memory=store).accept(question, COUNT_CODE)
-    answer = Assistant(pg, memory=store).ask(question)
+    Session(duck, memory=store).accept(question, COUNT_CODE)
+    answer = Session(pg, memory=store).ask(question)
     assert answer.source == "memory" and answer.answer == duck.count("patients")
     assert fake_llm.chat_requests() == []  # no model call
     store.close()

@@ -28,6 +28,7 @@ from ehr_magic.panel.handler import EventStream, PanelHandler, privacy_level
 from test_magic import ipython_shell
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
+CELL_CODE = COUNT_CODE + "\nanswer"  # as the session offers it (panel and magic alike): the last line shows the answer
 GENDER_CODE = "answer = ehr.sql('SELECT gender, count(*) AS n FROM patients GROUP BY gender ORDER BY gender')"
 BAD_CODE = "answer = ehr.sql('SELECT * FROM nope')"
 
@@ -196,7 +197,7 @@ def test_ask_streams_events_and_returns_marked_code(ip, panel, fake_llm, tmp_pat
     assert result["answer"] == {"kind": "value", "value": 94, "type": "int"}
     token, question, code = read_marker(result["code"])
     assert token == result["token"] and question == "How many patients are there?"
-    assert code.strip() == COUNT_CODE == result["raw_code"]
+    assert code.strip() == CELL_CODE == result["raw_code"]
     assert result["steps"][0]["succeeded"] and result["steps"][0]["error"] is None
     assert result["model"] == "fake-model" and result["llm_calls"] == 1 and result["prompt_tokens"] > 0
     assert result["examples"] and all(e["origin"] in ("seed", "memory") for e in result["examples"])
@@ -208,13 +209,13 @@ def test_ask_streams_events_and_returns_marked_code(ip, panel, fake_llm, tmp_pat
     pending = panel.result("pending", token=token)
     assert pending["accepted"] is True and pending["origin"] == "accepted"
     (entry,) = memory(tmp_path).list()
-    assert entry.id == pending["entry_id"] and entry.code == COUNT_CODE and entry.origin == "accepted"
+    assert entry.id == pending["entry_id"] and entry.code == CELL_CODE and entry.origin == "accepted"
     assert panel.result("status")["memory"]["accepted"] == 1
 
     # the same question again: answered from memory, no model call; regenerate asks the model
     result = panel.result("ask", question="How many patients are there?")
     assert result["source"] == "memory" and result["answer"]["value"] == 94 and result["entry_id"] == entry.id
-    assert read_marker(result["code"])[2].strip() == COUNT_CODE
+    assert read_marker(result["code"])[2].strip() == CELL_CODE
     assert len(fake_llm.chat_requests()) == 1
     fake_llm.enqueue(fenced("answer = ehr.count('patients')"))
     result = panel.result("ask", question="How many patients are there?", regenerate=True)
@@ -282,11 +283,12 @@ def test_interrupt_during_ask_is_an_error_reply(ip, panel, monkeypatch) -> None:
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ip._ehr_magic[0].session.assistant, "ask", interrupted)
+    monkeypatch.setattr(ip._ehr_magic[0].session, "ask", interrupted)
     error = panel.error("ask", question="Slow?")
     assert error["code"] == "interrupted"
-    assert ip._ehr_magic[0].session.history[-1].status == "error"
-    assert "_examples" not in vars(ip._ehr_magic[0].session.assistant)  # the live-examples hook is removed
+    # the session records it, for the panel as for the magic: interrupted, not an error
+    assert ip._ehr_magic[0].session.history[-1].status == "interrupted"
+    assert "_examples" not in vars(ip._ehr_magic[0].session)  # nothing patches the session to watch examples
 
 
 def test_not_connected_is_not_ready(ip, panel) -> None:
@@ -328,7 +330,7 @@ def test_memory_search_get_delete(ip, panel, fake_llm, tmp_path) -> None:
     entry_id = found[0]["id"]
     got = panel.result("memory.get", id=entry_id)
     token, question, code = read_marker(got["code"])
-    assert token == got["token"] and question == "How many patients per gender?" and code.strip() == GENDER_CODE
+    assert token == got["token"] and question == "How many patients per gender?" and code.strip() == GENDER_CODE + "\nanswer"
     assert ip.run_cell(got["code"]).success  # inserting it again keeps one entry
     assert panel.result("pending", token=token)["entry_id"] == entry_id
     assert len(panel.result("memory.search")["entries"]) == 2
@@ -620,3 +622,49 @@ def test_thread_follow_up_and_new_conversation(ip, panel, fake_llm) -> None:
     assert reply["result"]["status"] == "clarify" and reply["result"]["message"] == "Only the men of which question?"
     assert len(fake_llm.chat_requests()) == 3
     assert "How many patients are there?" not in fake_llm.chat_requests()[-1].last_user_message
+
+
+# -- one session behind both front ends ---------------------------------------------------
+
+
+def test_the_magic_and_the_panel_give_the_same_session_results(ip, panel, fake_llm, tmp_path) -> None:
+    """The same scripted conversation through %%ehr and through the panel: the same answers,
+    offered cells, insert decisions, history, conversation and waiting cells."""
+    women = "How many female patients are there?"
+    women_code = "answer = ehr.sql(\"SELECT count(*) FROM patients WHERE gender = 'f'\").item()"
+    session = ip._ehr_magic[0].session
+
+    def by_magic(question: str) -> tuple:
+        ip.rl_next_input = None
+        ip.run_cell_magic("ehr", "--quiet", question)
+        cell = ip.rl_next_input or ""
+        return (read_marker(cell)[1:] if cell else None), ip.user_ns["answer"], cell
+
+    def by_panel(question: str) -> tuple:
+        result = panel.result("ask", question=question)
+        offered = read_marker(result["code"])[1:] if result["insert"] else None
+        return offered, result["answer"]["value"], result["code"]
+
+    def conversation(ask, store: str) -> dict:
+        ip.run_line_magic("config", f"EhrMagics.memory = {str(tmp_path / store)!r}")
+        ip.run_line_magic("ehr", "new")
+        history_from = len(session.history)
+        fake_llm.enqueue(fenced(COUNT_CODE), f"Standalone question: {women}\n" + fenced(women_code))
+        first = ask("How many patients are there?")
+        assert ip.run_cell(first[2]).success  # the analyst runs the offered cell: accepted into memory
+        turns = [first[:2], ask("now only the women")[:2], ask("How many patients are there?")[:2]]
+        return {
+            "turns": turns,
+            "history": [(h.question, h.status, h.source) for h in session.history[history_from:]],
+            "conversation": [(t.question, t.standalone, t.status, t.code, t.answer, t.source)
+                             for t in session.conversation.turns],
+            "waiting": [(c.question, c.code, c.answer_preview) for c in list(session.pending.values())[-3:]],
+        }
+
+    magic = conversation(by_magic, "magic.sqlite")
+    through_panel = conversation(by_panel, "panel.sqlite")
+    assert magic == through_panel
+    assert [offered is not None for offered, _ in magic["turns"]] == [True, True, False]  # a reused cell is not new
+    assert magic["turns"][1][0] == (women, women_code + "\nanswer")
+    assert [source for _, _, source in magic["history"]] == ["agent", "agent", "memory"]
+    assert len(fake_llm.chat_requests()) == 4

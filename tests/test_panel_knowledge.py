@@ -38,7 +38,7 @@ def panel(ip) -> Panel:
 
 def test_the_view_is_the_sessions_view(ip, panel) -> None:
     view = panel.result("knowledge")["knowledge"]
-    assert view == ip._ehr_magic[0].session.assistant.knowledge_view().to_dict()  # the same call as the magic
+    assert view == ip._ehr_magic[0].session.knowledge_view().to_dict()  # the same call as the magic
     assert view["clock"] == {"time_model": "calendar", "now": "2024-02-07 23:24:16", "mark": "drafted",
                              "text": view["clock"]["text"]}
     encounters = next(t for t in view["tables"] if t["name"] == "encounters")

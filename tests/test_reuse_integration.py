@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.assistant import Assistant
+from ehr_magic.session import Session
 from ehr_magic.data import connect
 from ehr_magic.errors import ConfigError
 from ehr_magic.memory import MemoryStore
@@ -21,7 +21,7 @@ RDW = ('answer = ehr.sql("""\nSELECT labevents.valuenum FROM labevents WHERE lab
 @pytest.fixture()
 def assistant(ehrsql_db: Path, tmp_path: Path):
     with connect(ehrsql_db) as ehr, MemoryStore(tmp_path / "memory.sqlite") as store:
-        assistant = Assistant(ehr, memory=store)
+        assistant = Session(ehr, memory=store)
         assistant.accept("What was the last RDW of patient 10004235?", RDW)
         yield assistant
 

@@ -8,7 +8,8 @@ from typing import Any
 from ehr_magic.errors import EhrMagicError
 
 
-def load_ipython_extension(ip: Any) -> None:
+def load_ipython_extension(ip: Any) -> Any:
+    """Register ``%%ehr``/``%ehr`` and the post-run hook; returns the ``EhrMagics``."""
     from ehr_magic.magic.hook import make_post_run_hook
     from ehr_magic.magic.magics import EhrMagics
 
@@ -17,17 +18,16 @@ def load_ipython_extension(ip: Any) -> None:
     hook = make_post_run_hook(magics.session)
     ip.events.register("post_run_cell", hook)
     ip._ehr_magic = (magics, hook)  # kept for unload and for the side panel's comm
-    try:
-        from ehr_magic.panel import register_comm_target
-
-        register_comm_target(ip, magics)
-    except ImportError:
-        pass
     # Inserted cells use polars as `pl`; make it available as in the assistant's runs.
     if "pl" not in ip.user_ns:
         import polars
 
         ip.user_ns["pl"] = polars
+    return magics
+
+
+def connect_at_load(magics: Any) -> None:
+    """Connect the default database and say what it is (or how to connect one)."""
     try:
         magics._ready()
         print(magics.session.description)
@@ -43,12 +43,6 @@ def unload_ipython_extension(ip: Any) -> None:
     try:
         ip.events.unregister("post_run_cell", hook)
     except ValueError:
-        pass
-    try:
-        from ehr_magic.panel import unregister_comm_target
-
-        unregister_comm_target(ip)
-    except ImportError:
         pass
     if magics.session.ehr is not None:
         magics.session.ehr.close()

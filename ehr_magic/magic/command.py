@@ -1,18 +1,15 @@
-"""Parsing ``%%ehr`` invocations into small objects, testable without a shell, and the
-marker comment that lets the kernel recognise cells ehr-magic inserted."""
+"""Parsing ``%%ehr`` invocations into small objects, testable without a shell. The marker
+comment of inserted cells is the session's (``ehr_magic.session.cells``)."""
 
 from __future__ import annotations
 
-import re
 import shlex
-import uuid
 from dataclasses import dataclass
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ehr_magic.errors import sentences
-
-MARKER = re.compile(r"^# ehr-magic #(?P<token>[A-Za-z0-9]+): (?P<question>.*)$")
+from ehr_magic.session.cells import MARKER, cell_body, marker_line, new_token, read_marker, with_marker  # noqa: F401
 
 
 @magic_arguments()
@@ -77,43 +74,3 @@ def split_line(line: str) -> list[str]:
         return shlex.split(line)
     except ValueError as exc:
         raise CommandError(f"Cannot read the command: {sentences(exc)} Check the quotes.") from None
-
-
-def new_token() -> str:
-    return uuid.uuid4().hex[:10]
-
-
-def marker_line(token: str, question: str) -> str:
-    one_line = " ".join(question.split())
-    return f"# ehr-magic #{token}: {one_line}"
-
-
-def cell_body(code: str) -> str:
-    """The code as inserted: with a last ``answer`` line so running the cell shows the
-    answer (unless the code already ends with an expression)."""
-    code = code.rstrip()
-    return code if _ends_with_expression(code) else code + "\nanswer"
-
-
-def with_marker(token: str, question: str, code: str) -> str:
-    """The inserted cell: the marker line, then ``code``."""
-    return f"{marker_line(token, question)}\n{code.rstrip()}"
-
-
-def _ends_with_expression(code: str) -> bool:
-    import ast
-
-    try:
-        body = ast.parse(code).body
-    except SyntaxError:
-        return True  # leave code we cannot parse as it is
-    return bool(body) and isinstance(body[-1], ast.Expr)
-
-
-def read_marker(cell: str) -> tuple[str, str, str] | None:
-    """``(token, question, code)`` of a cell that starts with our marker, else None."""
-    first, _, rest = cell.lstrip("\n").partition("\n")
-    match = MARKER.match(first.rstrip())
-    if not match:
-        return None
-    return match.group("token"), match.group("question"), rest

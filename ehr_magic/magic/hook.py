@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ehr_magic.magic.command import read_marker
+from ehr_magic.session.cells import read_marker
 
 
 def make_post_run_hook(session: Any):
@@ -19,7 +19,7 @@ def make_post_run_hook(session: Any):
             token, question, code = marked
             if not code.strip():
                 return
-            if session.ehr is None or session.assistant is None:
+            if session.ehr is None:
                 return
             session.accept_cell(token, question, code)
         except Exception as exc:  # noqa: BLE001 - a hook must never break the analyst's cell

@@ -53,17 +53,16 @@ def run(magics: Any, args: list[str]) -> None:
     """Serve one ``%ehr knowledge`` command for the ``EhrMagics`` instance."""
     cmd = parse(args)
     session = magics._ready()
-    assistant = session.assistant
     if cmd.action == "edit":
-        edited = assistant.edit_knowledge(cmd.argument)
+        edited = session.edit_knowledge(cmd.argument)
         print(edited.message(IMPORT_HINT.format(path=edited.path)))
     elif cmd.action == "import":
         print(magics.import_knowledge(cmd.argument))
     elif cmd.action == "table":
-        table = assistant.knowledge_view().table(cmd.argument)
+        table = session.knowledge_view().table(cmd.argument)
         display({"text/plain": table_text(table, columns=True), "text/html": table_html(table)}, raw=True)
     else:
-        view = assistant.knowledge_view()
+        view = session.knowledge_view()
         display({"text/plain": view_text(view), "text/html": view_html(view)}, raw=True)
 
 

@@ -18,11 +18,11 @@ from traitlets.config import Configurable
 
 from ehr_magic.agent import AgentSettings, Event
 from ehr_magic.data.demo import default_target
-from ehr_magic.safety.privacy import preview
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.magic import command, render
 from ehr_magic.magic.command import CommandError
-from ehr_magic.magic.session import EhrSession, HistoryItem
+from ehr_magic.session import Session
+from ehr_magic.session import variables as notebook
 
 HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline|off] [--as NAME]
       [--no-run] [--regenerate] [--quiet]
@@ -73,7 +73,7 @@ class EhrMagics(Magics, Configurable):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell=shell)
         Configurable.__init__(self, config=shell.config, parent=shell)
-        self.session = EhrSession()
+        self.session = Session()  # connected on first use (``_ready``)
         self.observe(self._settings_changed, names=list(_CONFIG_KEYS))
 
     # -- entry point -------------------------------------------------------------------
@@ -101,39 +101,31 @@ class EhrMagics(Magics, Configurable):
                                  knowledge=cmd.knowledge or self.knowledge, timeout=self.timeout,
                                  privacy=self.privacy, run_mode="review" if cmd.review else self.run_mode)
         progress = _Progress(enabled=self.show_progress and not cmd.quiet)
-        started = time.perf_counter()
         try:
-            answer = session.assistant.ask(cmd.question, variables=user_variables(self.shell), regenerate=cmd.regenerate,
-                                           execute=not cmd.no_run, model=cmd.model, settings=settings,
-                                           on_event=progress.on_event)
+            answer = session.ask_in_notebook(cmd.question, variables=self.user_variables(),
+                                             regenerate=cmd.regenerate, execute=not cmd.no_run, model=cmd.model,
+                                             settings=settings, on_event=progress.on_event)
         except KeyboardInterrupt:
             progress.close()
-            session.history.append(HistoryItem(cmd.question, "interrupted", "agent", time.perf_counter() - started))
             self._say("ehr-magic: interrupted; nothing was stored.")
             return
         except EhrMagicError as exc:
             progress.close()
-            session.history.append(HistoryItem(cmd.question, "error", "agent", time.perf_counter() - started))
             self._say(f"ehr-magic: {exc}")
             return
         progress.close()
-        session.history.append(HistoryItem(cmd.question, answer.status, answer.source, answer.seconds))
         for note in answer.notes:
             self._say(f"ehr-magic: {note}")
-        if answer.status not in ("answered", "generated"):
+        if answer.offered.token is None:
             if answer.source == "session":  # the question could not be read: one sentence, nothing to show
                 self._say(f"ehr-magic: {answer.message}")
                 return
             display({"text/plain": render.failure_text(answer), "text/html": render.failure_html(answer)}, raw=True)
             return
-        token = command.new_token()
+        token = answer.offered.token
         model = answer.result.model if answer.result else ""
-        answer.code = command.cell_body(answer.code)
-        session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answer.status == "answered" else "")
-        # New code (generated, or an accepted cell adapted to new values) becomes a cell to accept;
-        # an accepted cell reused as it is already stands in the notebook.
-        if answer.source == "agent" or getattr(answer, "substitutions", None):
-            self.shell.set_next_input(command.with_marker(token, answer.standalone_question, answer.code), replace=False)
+        if answer.offered.insert:
+            self.shell.set_next_input(answer.offered.cell, replace=False)
         if answer.status == "generated":
             reason = "--no-run" if cmd.no_run else answer.message or "review"
             self._say(f"ehr-magic: code inserted below, not run ({reason}). Read it, then run the cell to execute "
@@ -153,7 +145,7 @@ class EhrMagics(Magics, Configurable):
             review_buttons(self, token)
 
     def _bind(self, answer, as_name: str | None) -> None:
-        skip = {"ehr", "pl", "dt", "datetime", "math", "re", "json", "statistics", "collections", "print", "skills"}
+        skip = self.session.code_names()  # what every cell's code has already: ehr, pl, skills...
         values = {k: v for k, v in answer.namespace.items() if k not in skip and not k.startswith("_")}
         values["answer"] = answer.answer
         if as_name:
@@ -192,7 +184,7 @@ class EhrMagics(Magics, Configurable):
         s = self.session
         lines = [s.description or "ehr: not connected (%ehr connect demo)"]
         try:
-            settings = s.assistant.llm().settings if s.assistant else None
+            settings = s.llm().settings if s.ehr is not None else None
             lines.append(f"model: {settings.model} at {settings.endpoint}" if settings else "model: -")
         except EhrMagicError as exc:
             lines.append(f"model: {exc}")
@@ -333,20 +325,15 @@ class EhrMagics(Magics, Configurable):
         return message
 
     def _cmd_history(self, args: list[str]) -> None:
-        assistant = self.session.assistant
-        if assistant is None:
-            print("No questions yet in this conversation.")
-            return
-        print(assistant.conversation.text())
+        print(self.session.conversation.text())
 
     def _cmd_new(self, args: list[str]) -> None:
-        if self.session.assistant is not None:
-            self.session.assistant.new_conversation()
+        self.session.new_conversation()
         print("ehr-magic: new conversation; the next question stands alone.")
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _ready(self) -> EhrSession:
+    def _ready(self) -> Session:
         if self.session.ehr is None:
             self.session.connect(self.database or default_target(), say=self._say)
             self._publish()
@@ -365,35 +352,19 @@ class EhrMagics(Magics, Configurable):
     def _settings_changed(self, change: Any = None) -> None:
         if change is not None and change["name"] == "memory" and self.session.memory is not None:
             self.session.use_memory(self.memory)
-        assistant = self.session.assistant
-        if assistant is None:
-            return
-        assistant.llm_overrides = {"model": self.model, "base_url": self.base_url}
-        assistant.settings = AgentSettings(max_steps=self.steps, shots=self.shots, knowledge=self.knowledge,
-                                           timeout=self.timeout, privacy=self.privacy, run_mode=self.run_mode)
-        assistant.store_auto = self.store == "auto"
+        session = self.session
+        session.llm_overrides = {"model": self.model, "base_url": self.base_url}
+        session.settings = AgentSettings(max_steps=self.steps, shots=self.shots, knowledge=self.knowledge,
+                                         timeout=self.timeout, privacy=self.privacy, run_mode=self.run_mode)
+        session.store_auto = self.store == "auto"
+
+    def user_variables(self) -> dict[str, Any]:
+        """The analyst's own variables in the kernel (``ehr_magic.session.variables.analyst_variables``)."""
+        return notebook.analyst_variables(self.shell.user_ns, getattr(self.shell, "user_ns_hidden", {}))
 
     @staticmethod
     def _say(text: str) -> None:
         print(text)
-
-
-_HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "ehr", "skills", "open"}
-
-
-def user_variables(shell: Any) -> dict[str, Any]:
-    """The analyst's own variables: no IPython internals, modules, functions or classes."""
-    import inspect
-
-    hidden = set(getattr(shell, "user_ns_hidden", {})) | _HIDDEN
-    out = {}
-    for name, value in shell.user_ns.items():
-        if name.startswith("_") or name in hidden:
-            continue
-        if inspect.ismodule(value) or inspect.isroutine(value) or inspect.isclass(value):
-            continue
-        out[name] = value
-    return out
 
 
 def _show_figures() -> None:

@@ -4,8 +4,8 @@
 events and its one reply through ``send``. It never raises: malformed or unknown
 requests, user problems (no model configured, a failed model call) and our own bugs
 all become ``error`` replies, so nothing the panel sends can break the kernel. The
-handler is a thin front end over the same library calls as ``%%ehr``: the session's
-assistant, its memory store and its pending cells.
+handler is a thin front end over the same calls as ``%%ehr``: the ``Session`` (its
+answers, the cells it offers, its memory store and knowledge).
 """
 
 from __future__ import annotations
@@ -145,9 +145,6 @@ class PanelHandler:
     def _ask(self, request: p.Request) -> dict[str, Any]:
         from ehr_magic.agent import AgentSettings
         from ehr_magic.safety.privacy import preview
-        from ehr_magic.magic import command
-        from ehr_magic.magic.magics import user_variables
-        from ehr_magic.magic.session import HistoryItem
 
         question = p.text_param(request.params, "question")
         regenerate = p.bool_param(request.params, "regenerate")
@@ -155,37 +152,20 @@ class PanelHandler:
         m = self.magics
         settings = AgentSettings(max_steps=m.steps, shots=m.shots, knowledge=m.knowledge, timeout=m.timeout)
         stream = EventStream(request.id, self.send)
-        started = time.perf_counter()
-        assistant = session.assistant
-        original = getattr(assistant, "_examples", None)
-        if callable(original):  # report the few-shot examples as soon as the agent picks them
-            assistant._examples = lambda: RecordingExamples(original(), stream.examples)
         try:
-            answer = assistant.ask(question, variables=user_variables(m.shell), regenerate=regenerate,
-                                   settings=settings, on_event=stream.on_event)
-        except BaseException:
-            session.history.append(HistoryItem(question, "error", "agent", time.perf_counter() - started))
-            raise
+            answer = session.ask_in_notebook(question, variables=m.user_variables(), regenerate=regenerate,
+                                             settings=settings, on_event=stream.on_event)
         finally:
-            vars(assistant).pop("_examples", None)
             stream.flush()
-        session.history.append(HistoryItem(question, answer.status, answer.source, answer.seconds))
-
         result = answer.result
-        token, code = None, ""
         answered = answer.status == "answered"
-        if answered or answer.status == "generated":
-            token = command.new_token()
-            model = result.model if result else ""
-            session.remember_inserted(token, answer, model, preview(answer.answer, 500) if answered else "")
-            code = command.with_marker(token, answer.standalone_question, answer.code)
         return {
             "question": question, "status": answer.status, "source": answer.source, "message": answer.message,
             "answer": p.answer_preview(answer.answer) if answered else {"kind": "none"},
             "answer_text": preview(answer.answer, p.TEXT_CHARS) if answered else "",
-            "code": code, "raw_code": answer.code, "token": token, "knowledge": answer.knowledge,
-            "entry_id": answer.entry_id,
-            "substitutions": [[new, old] for new, old in getattr(answer, "substitutions", None) or []],
+            "code": answer.offered.cell, "raw_code": answer.code, "token": answer.offered.token,
+            "insert": answer.offered.insert, "knowledge": answer.knowledge, "entry_id": answer.entry_id,
+            "substitutions": [[new, old] for new, old in answer.substitutions],
             "steps": [step_dict(s) for s in result.steps] if result else [],
             "examples": stream.example_list or self._examples(result.examples if result else []),
             "model": result.model if result else "", "llm_calls": len(result.llm_calls) if result else 0,
@@ -193,16 +173,16 @@ class PanelHandler:
             "completion_tokens": result.completion_tokens if result else 0,
             "seconds": round(answer.seconds, 3),
             "standalone_question": answer.standalone_question,
-            "conversation": p.conversation(assistant.conversation.turns)["turns"],
+            "conversation": p.conversation(session.conversation.turns)["turns"],
         }
 
     def _conversation(self, request: p.Request) -> dict[str, Any]:
         session = self._ready()
-        return p.conversation(session.assistant.conversation.turns)
+        return p.conversation(session.conversation.turns)
 
     def _new_conversation(self, request: p.Request) -> dict[str, Any]:
         session = self._ready()
-        session.assistant.new_conversation()
+        session.new_conversation()
         return p.conversation([])
 
     def _examples(self, ids: list[str]) -> list[dict[str, Any]]:
@@ -237,18 +217,11 @@ class PanelHandler:
         return {"text": text, "schema": schema, "entries": [entry_dict(e) for e in entries]}
 
     def _memory_get(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic.session import Answer
-        from ehr_magic.magic import command
-
         entry_id = p.int_param(request.params, "id", low=1)
         session = self._ready()
         entry = session.memory.get(entry_id)
-        token = command.new_token()
-        session.remember_inserted(token, Answer(entry.question, "answered", code=entry.code,
-                                                knowledge=entry.knowledge, source="memory"),
-                                  entry.model or "", entry.answer_preview)
-        return {"entry": entry_dict(entry), "token": token,
-                "code": command.with_marker(token, entry.question, entry.code)}
+        offered = session.offer_entry(entry)
+        return {"entry": entry_dict(entry), "token": offered.token, "code": offered.cell}
 
     def _memory_delete(self, request: p.Request) -> dict[str, Any]:
         entry_id = p.int_param(request.params, "id", low=1)
@@ -290,12 +263,12 @@ class PanelHandler:
 
     def _knowledge(self, request: p.Request) -> dict[str, Any]:
         session = self._ready()
-        return {"knowledge": session.assistant.knowledge_view().to_dict()}
+        return {"knowledge": session.knowledge_view().to_dict()}
 
     def _knowledge_edit(self, request: p.Request) -> dict[str, Any]:
         path = p.text_param(request.params, "path", required=False, max_len=p.MAX_PATH)
         session = self._ready()
-        edited = session.assistant.edit_knowledge(path or None)
+        edited = session.edit_knowledge(path or None)
         return {"path": str(edited.path.resolve()), "name": p.relative_path(edited.path), "written": edited.written,
                 "message": edited.message("press Import in the Data tab.")}
 
@@ -309,7 +282,7 @@ class PanelHandler:
         except KnowledgeRefused as exc:  # shown in the Data tab, one line per problem
             return {"imported": False, "problems": exc.problems, "message": str(exc.args[0])}
         return {"imported": True, "problems": [], "message": message,
-                "knowledge": session.assistant.knowledge_view().to_dict()}
+                "knowledge": session.knowledge_view().to_dict()}
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -349,6 +322,8 @@ class EventStream:
         self.flush()
         if event.kind == "phase":
             self._emit({"kind": "phase", "phase": event.phase, "detail": event.detail})
+        elif event.kind == "context":  # the few-shot examples the agent put in its prompt
+            self.examples(event.examples)
         elif event.kind == "step" and event.step is not None:
             self._emit({"kind": "step", "step": step_dict(event.step)})
 
@@ -366,24 +341,6 @@ class EventStream:
         self._last = time.monotonic()
         body["elapsed"] = round(self._elapsed, 3)
         self._send(p.event(self.rid, body))
-
-
-class RecordingExamples:
-    """An example source that reports which examples it chose (for the live view)."""
-
-    def __init__(self, inner: Any, on_chosen: Callable[[list[Any]], None]) -> None:
-        from ehr_magic.memory.fewshot import SeedExamples
-
-        self.inner = inner if inner is not None else SeedExamples()
-        self.on_chosen = on_chosen
-
-    def examples(self, question: str, schema: str, k: int) -> list[Any]:
-        chosen = self.inner.examples(question, schema, k)
-        try:
-            self.on_chosen(chosen)
-        except Exception:  # noqa: BLE001 - showing examples must not break the run
-            log.exception("ehr-magic panel: cannot report examples")
-        return chosen
 
 
 def step_dict(step: Any) -> dict[str, Any]:
@@ -404,11 +361,11 @@ def entry_dict(entry: Any) -> dict[str, Any]:
 
 
 def privacy_level(magics: Any = None) -> str | None:
-    """The privacy level in force: a ``privacy`` setting on the magic, session or assistant
-    when there is one, else ``ehr_magic.safety.privacy.default_level(ehr)``; "full" when
+    """The privacy level in force: a ``privacy`` setting on the magic or the session when
+    there is one, else ``ehr_magic.safety.privacy.default_level(ehr)``; "full" when
     that module does not exist, None when no database is connected to decide it."""
     session = getattr(magics, "session", None)
-    for owner in (magics, session, getattr(session, "assistant", None)):
+    for owner in (magics, session):
         for name in ("privacy", "privacy_level"):
             value = getattr(owner, name, None) if owner is not None else None
             if isinstance(value, str) and value:

@@ -2,7 +2,9 @@
 ``ehr-magic chat`` and ``ehr-magic eval`` (its agent and memory modes).
 
 A session owns the ``ehr``, the model client, memory and reuse, the privacy level, the
-run mode and the conversation. ``Session.ask(question)`` tries, in order:
+run mode, the conversation, and in a notebook everything after an answer: the cell it
+offers (``ehr_magic.session.cells``), the cells waiting to be accepted or rejected, and the
+history of the kernel's questions. ``Session.ask(question)`` tries, in order:
 
 1. an accepted cell for exactly this question: run it as it is (no model call);
 2. reuse with substitution (``ehr_magic.reuse``): a remembered cell of the same kind
@@ -26,16 +28,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.conversation import DEFAULT_HISTORY_TOKENS, ConversationContext
 from ehr_magic.agent.executor import Executor, code_namespace, is_empty_answer
 from ehr_magic.agent.steps import AgentResult
-from ehr_magic.safety.privacy import preview
 from ehr_magic.data.lookup import normalise
-from ehr_magic import skills
 from ehr_magic.errors import ConfigError
 from ehr_magic.safety import privacy
+from ehr_magic.safety.privacy import preview
 from ehr_magic.session import variables as notebook
+from ehr_magic.session.cells import HistoryItem, Offered, PendingCell, cell_body, new_token, with_marker
 from ehr_magic.session.conversation import Conversation, Turn, answer_shape, describe_answer, looks_like_follow_up
 
 Source = Literal["memory", "agent", "session"]
@@ -61,6 +64,7 @@ class Answer:
     substitutions: list[tuple[str, str]] = field(default_factory=list)  # (new, old) values written into a reused cell
     standalone: str = ""  # the question the code answers on its own (a follow-up restated); "" = question
     variables: list[str] = field(default_factory=list)  # notebook variables described to the model
+    offered: Offered | None = None  # the cell offered to the notebook (``Session.ask_in_notebook``)
     notes: list[str] = field(default_factory=list)  # what the analyst should know about the context used
 
     @property
@@ -75,7 +79,7 @@ class Answer:
 class Session:
     """Answers questions on one ``EHR`` with a memory store, (lazily) a model and a conversation."""
 
-    def __init__(self, ehr: Any, *, memory: Any = None, llm: Any = None, llm_overrides: dict[str, Any] | None = None,
+    def __init__(self, ehr: Any = None, *, memory: Any = None, llm: Any = None, llm_overrides: dict[str, Any] | None = None,
                  settings: AgentSettings | None = None, store_auto: bool = False, mode: Mode = "auto",
                  history_tokens: int = DEFAULT_HISTORY_TOKENS, keep_conversation: bool = True,
                  reuser: Any = None) -> None:
@@ -94,6 +98,43 @@ class Session:
         self._llm = None
         self._llm_key: tuple | None = None
         self._reuser = reuser
+        self.description = ""  # one line about the connected database (``connect``)
+        self.pending: dict[str, PendingCell] = {}  # cells offered, by token
+        self.history: list[HistoryItem] = []
+        self.last_accepted: tuple[str, str] | None = None  # (question, code) of the last accepted cell
+
+    # -- database and memory -------------------------------------------------------------
+
+    def connect(self, target: str, *, patients: int = 100, progress: Any = None,
+                say: Callable[[str], None] = print) -> str:
+        """Connect to ``demo``, ``synthetic``, a database file or a server URL; returns one line
+        saying what is connected. ``say`` shows what the demo had to do on the way (a download,
+        a fallback). A new database starts a new conversation."""
+        from ehr_magic.data import connect as open_database
+        from ehr_magic.data.demo import resolve_database
+
+        path, what = resolve_database(target, patients=patients, progress=progress, say=say)
+        ehr = open_database(path)  # a file path or a server URL; ~ is expanded
+        if self.ehr is not None:
+            self.ehr.close()
+        self.ehr, self._reuser = ehr, None
+        self.conversation = Conversation()
+        clock = f"now {ehr.clock.now:%Y-%m-%d %H:%M}" if ehr.clock else "times are offsets (no dates)"
+        self.description = f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, {clock}"
+        return self.description
+
+    def use_memory(self, path: str | None) -> None:
+        """Use the memory store at ``path`` (default: ``EHR_MAGIC_MEMORY`` or the user data folder)."""
+        from ehr_magic.memory import MemoryStore
+
+        store = MemoryStore(path or None)
+        if self.memory is not None and hasattr(self.memory, "close"):
+            self.memory.close()
+        self.memory, self._reuser = store, None
+
+    @property
+    def memory_path(self) -> Any:
+        return getattr(self.memory, "path", None)
 
     # -- answering ---------------------------------------------------------------------
 
@@ -159,6 +200,72 @@ class Session:
                                               answer_preview=preview(result.answer, 500), model=result.model)
         return self._finish(answer, started, level)
 
+    def ask_in_notebook(self, question: str, **options: Any) -> Answer:
+        """``ask``, then the step after the answer that every notebook front end shares: the
+        kernel's history, and the cell offered for the answer (``answer.offered``). An
+        interruption or an error is recorded in the history, then raised."""
+        started = time.perf_counter()
+        try:
+            answer = self.ask(question, **options)
+        except BaseException as exc:
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+            self.history.append(HistoryItem(question, status, "agent", time.perf_counter() - started))
+            raise
+        answer.offered = self.offer(answer)
+        return answer
+
+    def offer(self, answer: Answer) -> Offered:
+        """Record ``answer`` in the history and offer its code as a cell: marked, ending on a
+        line that shows the answer, and waiting to be accepted. Only new code (generated, or
+        a remembered cell adapted to new values) is to be inserted; an accepted cell reused as
+        it is already stands in the notebook."""
+        self.history.append(HistoryItem(answer.question, answer.status, answer.source, answer.seconds))
+        if answer.status not in ("answered", "generated"):
+            return Offered(None)
+        token = new_token()
+        answer.code = cell_body(answer.code)
+        self.pending[token] = PendingCell(
+            token, answer.standalone_question, answer.code, answer.knowledge,
+            answer.result.model if answer.result else "",
+            preview(answer.answer, 500) if answer.status == "answered" else "", entry_id=answer.entry_id)
+        return Offered(token, with_marker(token, answer.standalone_question, answer.code),
+                       insert=answer.source == "agent" or bool(answer.substitutions))
+
+    def offer_entry(self, entry: Any) -> Offered:
+        """Offer a memory entry's code as a cell (the panel's memory list)."""
+        token = new_token()
+        self.pending[token] = PendingCell(token, entry.question, entry.code, entry.knowledge, entry.model or "",
+                                          entry.answer_preview)
+        return Offered(token, with_marker(token, entry.question, entry.code))
+
+    def accept_cell(self, token: str, question: str, code: str) -> int | None:
+        """Store a marked cell that ran successfully (a rejected one never); returns the memory entry id."""
+        pending = self.pending.get(token)
+        if self.ehr is None or (pending is not None and pending.rejected):
+            return None
+        entry_id = self.accept(
+            question, code.strip(),
+            generated_code=pending.code.strip() if pending else None,
+            knowledge=pending.knowledge if pending else "",
+            answer_preview=pending.answer_preview if pending else "",
+            model=pending.model if pending else None)
+        if pending is not None:
+            pending.entry_id = entry_id
+        self.last_accepted = (question, code.strip())
+        return entry_id
+
+    def reject(self, token: str) -> None:
+        """Reject an offered cell: it is never stored, and the automatic memory entry its
+        answer made (``store_auto``) is deleted."""
+        cell = self.pending.get(token)
+        if cell is None:
+            return
+        cell.rejected = True
+        if cell.entry_id is not None and self.memory is not None:
+            if self.memory.get(cell.entry_id).origin == "auto":
+                self.memory.delete(cell.entry_id)
+            cell.entry_id = None
+
     def _refusal(self, question: str, missing: list[str]) -> Answer | None:
         """A clear sentence instead of a model call, for questions that cannot be read."""
         if missing:
@@ -218,6 +325,10 @@ class Session:
                       f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
                       namespace={k: v for k, v in namespace.items()
                                  if not k.startswith("__") and not (k in shared and shared[k] is v)})
+
+    def code_names(self) -> set[str]:
+        """The names every cell's code finds without defining them (``ehr``, ``pl``, ``skills``...)."""
+        return set(code_namespace(self.ehr)[0]) | set(self.tools())
 
     def tools(self) -> dict[str, Any]:
         """Names generated and remembered code may use besides ``ehr``: the clinical ``skills``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,3 +152,18 @@ def _sequence(name: str, value: Any, level: str) -> str:
 def _short(value: Any, limit: int = 300) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+# Names a notebook has that are not the analyst's data.
+_NOT_THE_ANALYSTS = {"In", "Out", "exit", "quit", "get_ipython", "ehr", "skills", "open"}
+
+
+def analyst_variables(namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> dict[str, Any]:
+    """The analyst's own variables of a kernel's ``namespace``: no kernel internals (``hidden``,
+    names starting with ``_``), modules, functions or classes."""
+    import inspect
+
+    skip = set(hidden) | _NOT_THE_ANALYSTS
+    return {name: value for name, value in namespace.items()
+            if not name.startswith("_") and name not in skip
+            and not (inspect.ismodule(value) or inspect.isroutine(value) or inspect.isclass(value))}
