@@ -144,6 +144,8 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
             if (named and share >= NAMED_SHARE) or by_values:
                 if _direction_holds(table, column, key, named):
                     accepted.append((key, named, share))
+        if any(named for _, named, _ in accepted):
+            accepted = [a for a in accepted if a[1]]  # a name that vouches beats values alone
         accepted = _outermost(accepted, shares)
         if accepted:
             key, named, share = max(accepted, key=lambda a: (round(a[2], 2), a[1], a[0].column.distinct))
@@ -157,6 +159,8 @@ def _direction_holds(table: Table, column: Column, key: _Key, named: float) -> b
     refers to the stays), or the names say which side is the source."""
     if column.name not in table.unique:
         return True
+    if column.name == table.key and not named:
+        return False  # a table's own key joins others only where the names say so
     if key.column.distinct > column.distinct:
         return True
     own = naming.meaningful(table.original or table.name) & naming.meaningful(column.original or column.name)

@@ -111,9 +111,12 @@ def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
         if join is not None:
             target = tables[join.target]
             pointed = naming.entity(target.original or target.name)
+            shared = naming.meaningful(column.original or column.name) & naming.meaningful(target.original or target.name)
+            if shared:  # patient_id -> patient_demographics: "patient"
+                pointed = " ".join(w for w in column.words if w not in naming.GENERIC)
             if join.target in dictionaries:
                 about = " ".join(w for w in column.words if w not in naming.GENERIC) or pointed
-                name = f"{about} (-> {naming.phrase(target.original or target.name)})"
+                name = f"{about} (-> {_title(target)})"
             else:
                 name = pointed
         if name not in parts:
@@ -124,6 +127,11 @@ def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
     if referrers:
         line += f" Referred to by {', '.join(referrers[:6])}{', ...' if len(referrers) > 6 else ''}."
     return f"{line} {count(table.rows, 'row')} from {table.file}."
+
+
+def _title(table: Table) -> str:
+    """A table's name as words, without words that only mark it as a table (``d_``, ``dim``)."""
+    return " ".join(w for w in table.words if w not in naming.GENERIC) or table.name
 
 
 def show(value: object) -> str:

@@ -40,9 +40,12 @@ icd snomed loinc rxnorm ndc cpt hcpcs drg concept concepts vocabulary source tar
 primary secondary first last previous next current admitting attending parent child link links linked
 detail details info information history physical exam assessment plan goal goals outcome outcomes
 heart respiratory blood pressure weight height temperature oxygen
-long short full abbreviation abbrev ab owner user contact mother father
+long short full abbreviation abbrev prefix suffix severity mortality ab
+bedside numeric perform collect observe measure movement catalog demographic demographics given finding term
+display flowsheet administrative deceased disposition preferred entry transfer spoken civil owner user contact mother father
 """.split()
 _WORDS = frozenset(_VOCABULARY)
+_ENDINGS = ("s", "es", "d", "ed", "ing", "er", "ers")
 # Words that say "an identifier", not what is identified.
 GENERIC = frozenset({"id", "ids", "key", "keys", "code", "codes", "num", "number", "no", "nr", "ref", "fk", "pk",
                      "the", "of", "d", "dim", "fact", "tbl", "table", "lkp", "lookup", "dict", "master", "list"})
@@ -67,21 +70,28 @@ def words(name: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def _segment(run: str) -> tuple[str, ...]:
     """Known words covering ``run`` at the least cost: each unknown letter costs 1 and each
-    piece 1.1, so an unknown word stays whole rather than break around short known words."""
+    piece 2, so an unknown word stays whole rather than break around short known words."""
     best: list[tuple[float, tuple[str, ...]]] = [(0.0, ())]
     for end in range(1, len(run) + 1):
         options = []
         for start in range(end):
             piece = run[start:end]
-            cost = best[start][0] + (0 if piece in _WORDS else len(piece)) + 1.1
+            unknown = 0 if known(piece) else len(piece) + (3 if len(piece) <= 3 else 0)
+            cost = best[start][0] + unknown + 2
             options.append((cost, (*best[start][1], piece)))
         best.append(min(options, key=lambda option: option[0]))
     return best[-1][1]
 
 
 def known(word: str) -> bool:
-    """Whether ``word`` is in the general vocabulary."""
-    return word in _WORDS
+    """Whether ``word`` is in the general vocabulary, or one with an ending (``recorded``, ``measured``)."""
+    if word in _WORDS:
+        return True
+    for ending in _ENDINGS:
+        stem = word[: -len(ending)]
+        if word.endswith(ending) and len(stem) >= 3 and (stem in _WORDS or stem + "e" in _WORDS):
+            return True
+    return False
 
 
 def singular(word: str) -> str:

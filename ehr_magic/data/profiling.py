@@ -96,7 +96,9 @@ class Column:
         (ICD '4019', 'V4581'): codes, not numbers written as text."""
         if set(self.words) & _CODE_WORDS or re.fullmatch(r"diagnosis\d*", self.name.lower()):
             return True
-        return self.text and self.spaced < 0.01 and self.codes >= 0.99 and 0.2 <= self.numeric < 1
+        # Some values carry a letter ('V4581'): dose ranges such as '1-2' carry none.
+        return (self.text and self.spaced < 0.01 and self.codes >= 0.99 and 0.2 <= self.numeric < 1
+                and self.letters >= 0.02)
 
     @property
     def identifier_like(self) -> bool:
