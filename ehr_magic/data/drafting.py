@@ -103,7 +103,15 @@ def original_names(path: Path) -> dict[str, str]:
                 header = next(csv.reader(handle), [])
     except (OSError, EOFError, duckdb.Error, csv.Error):
         return {}
-    return {column.lower(): column for column in header}
+    names: dict[str, str] = {}
+    for column in header:
+        # DuckDB keeps both of 'Id' and 'ID', the second as 'ID_1', lower-cased to 'id_1' on loading.
+        loaded, n = column.lower(), 0
+        while loaded in names:
+            n += 1
+            loaded = f"{column.lower()}_{n}"
+        names[loaded] = column
+    return names
 
 
 def _stem(path: Path) -> str:
@@ -113,7 +121,7 @@ def _stem(path: Path) -> str:
 def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> dict[str, Table]:
     """Profiles of the loaded ``files`` (table -> file), row numbers settled across tables."""
     tables = {name: profile(con, name, path.name, original_names(path), _stem(path)) for name, path in files.items()}
-    settle_row_numbers(tables)
+    settle_row_numbers(con, tables)
     return tables
 
 
@@ -143,16 +151,48 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str
         row = meaning.table_line(table, own, dictionaries, tables, referrers.get(table.name, []))
         infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
                                       joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary))
+    _note_renamed_columns(infos, tables)
     anchor = now or (clock.now if clock else None)
     knowledge = Knowledge(
         schema=schema, version=1, title=f"{dataset} (a folder of tables, knowledge drafted from the data)",
         introduction=_introduction(dataset, len(files), now, clock),
-        conventions=(*_conventions(joins), *notes), tables=infos, source="drafted")
+        conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted")
     return knowledge, anchor
+
+
+def _note_renamed_columns(infos: dict[str, TableInfo], tables: dict[str, Table]) -> None:
+    """Say where a column's name is not the file's: two headers equal but for case ('Id', 'ID')."""
+    for table in tables.values():
+        for column in table.columns.values():
+            written = column.original
+            if written and written.lower() != column.name:
+                text = infos[table.name].columns[column.name]
+                infos[table.name].columns[column.name] = (
+                    f"{text} The file's column {written!r}, renamed: another header differs from it only in case.")
+
+
+def _type_clashes(tables: dict[str, Table]) -> tuple[str, ...]:
+    """A convention per key name that some files hold as numbers and others as text: such
+    columns cannot be compared as they are, so no join was drafted between them."""
+    keys = {name for table in tables.values() for name in table.unique}
+    lines = []
+    for name in sorted(keys):
+        kinds: dict[str, list[str]] = {}
+        for table in tables.values():
+            column = table.columns.get(name)
+            if column is not None and column.non_null and (column.text or column.number):
+                kinds.setdefault("text" if column.text else "numbers", []).append(table.name)
+        if len(kinds) > 1:
+            held = " but ".join(f"{kind} in {', '.join(names[:4])}" for kind, names in sorted(kinds.items()))
+            lines.append(f"Column {name} holds {held}: cast one side (e.g. CAST({name} AS VARCHAR)) before "
+                         "comparing or joining them.")
+    return tuple(lines[:10])
 
 
 def _identity(table: Table, dictionary: bool) -> str:
     """What identifies a row, and whether the table is a dictionary."""
+    if table.rows < 2:
+        return f"Only {table.rows} row, so no key is drafted and nothing joins to it."
     if table.key and table.key != table.row_number:
         text = f"Each row has its own {table.key}."
     elif table.composite:

@@ -75,7 +75,8 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         join = joins[column.name]
         parts.append(f"refers to {join.target}.{join.key}")
     if column.name == table.key or column.name == table.row_number or column.name in joins:
-        pass
+        if column.code_like and column.text:
+            parts.append("codes, compared as stored text")
     elif column.values and column.distinct == 1:
         parts.append(f"always {quote_text(column.values[0][0])}")
     elif column.values and vocabulary:
@@ -104,7 +105,8 @@ def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
     """What one row is, its main columns and where they point; then size and file."""
     parts = []
     for column in table.columns.values():
-        if column.name in (table.row_number, table.key) or column.non_null == 0:
+        if column.non_null == 0 or column.name == table.row_number or (
+                column.name == table.key and column.name not in joins):
             continue
         name = naming.phrase(column.original or column.name)
         join = joins.get(column.name)

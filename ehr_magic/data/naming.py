@@ -119,5 +119,5 @@ def phrase(name: str) -> str:
 
 def entity(table: str) -> str:
     """What one row of ``table`` is, from its name: ``lab_results`` -> ``lab result``."""
-    parts = [w for w in words(table) if w not in GENERIC] or list(words(table)) or [table]
+    parts = [w for w in words(table) if w not in GENERIC and not w.isdigit()] or list(words(table)) or [table]
     return " ".join([*parts[:-1], singular(parts[-1])])

@@ -116,6 +116,7 @@ class Table:
     row_number: str | None = None  # a dense 0..n-1 / 1..n column, or one named like a row number
     unique: tuple[str, ...] = ()  # unique, never-empty columns that can be keys (no row numbers)
     composite: tuple[str, str] | None = None  # a two-column key (code + version) when no single one exists
+    sequences: tuple[str, ...] = ()  # unique columns that look like row numbers (dense or so named)
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -192,8 +193,10 @@ def _dense(column: Column, rows: int) -> bool:
 
 def _keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
     """Candidate keys, the row number, a two-column key, and the one key shown as the table's."""
+    if table.rows < 2:
+        return  # one row makes every column unique: nothing tells a key apart
     unique = [c for c in table.columns.values()
-              if table.rows and c.exact and c.non_null == table.rows and c.distinct == table.rows
+              if c.exact and c.non_null == table.rows and c.distinct == table.rows
               and (c.text or c.integer) and not (c.text and c.spaced > 0.5)]
     row_numbers = [c for c in unique if c.name in ROW_NUMBERS or _dense(c, table.rows)]
     others = [c for c in unique if c not in row_numbers]
@@ -203,11 +206,15 @@ def _keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
         if named and len(named) < len(row_numbers):
             others = [c for c in row_numbers if c not in named]
             row_numbers = named
-    table.row_number = row_numbers[0].name if row_numbers else None
+    table.sequences = tuple(c.name for c in row_numbers)
+    _settle(con, table, others)
+
+
+def _settle(con: duckdb.DuckDBPyConnection, table: Table, others: list[Column]) -> None:
+    table.row_number = table.sequences[0] if table.sequences else None
     table.unique = tuple(c.name for c in others)
     table.key = _preferred(table, others) or table.row_number
-    if not others and table.rows > 1:
-        table.composite = _composite(con, table)
+    table.composite = None if others else _composite(con, table)
 
 
 def _preferred(table: Table, unique: list[Column]) -> str | None:
@@ -244,16 +251,14 @@ def _composite(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[str, str] 
     return None
 
 
-def settle_row_numbers(tables: dict[str, Table]) -> None:
+def settle_row_numbers(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> None:
     """A dense sequence that other tables repeat under the same name is a natural key (a
     department 1..n that visits refer to), not a row number: row numbers are unique in
     every table that has them."""
     repeated = {c.name for t in tables.values() for c in t.columns.values()
                 if c.non_null and (not c.exact or c.distinct < c.non_null)}
     for table in tables.values():
-        number = table.row_number
-        if number and number not in ROW_NUMBERS and number in repeated:
-            table.unique = (*table.unique, number)
-            table.row_number = None
-            table.composite = None
-            table.key = _preferred(table, [table.columns[name] for name in table.unique])
+        natural = [name for name in table.sequences if name not in ROW_NUMBERS and name in repeated]
+        if natural:
+            table.sequences = tuple(name for name in table.sequences if name not in natural)
+            _settle(con, table, [table.columns[name] for name in (*table.unique, *natural)])
