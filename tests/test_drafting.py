@@ -232,6 +232,21 @@ def test_mimic_iv_codes_join_their_dictionary_with_the_version(tmp_path: Path) -
         assert "long_title" in tables["d_icd_diagnoses"].vocabulary
 
 
+def test_synthea_folder_joins_by_identifiers_and_not_by_small_integers(tmp_path: Path) -> None:
+    synthea = SHARED_DATA / "synthea-dbt-synthea-seeds" / "synthea"
+    folder = _linked(tmp_path / "synthea", synthea, ["patients.csv", "encounters.csv", "claims.csv",
+                                                    "claims_transactions.csv", "providers.csv", "payers.csv"])
+    sources.load("csv", [folder], tmp_path / "s.duckdb")
+    with ehr_magic.connect(tmp_path / "s.duckdb") as ehr:
+        joins = _joins(ehr)
+        assert "claims ON claims_transactions.claimid = claims.id" in joins
+        assert "encounters ON claims.appointmentid = encounters.id" in joins
+        # Claim type ids 1..2 lie inside the transactions' charge ids, and the names share "claim": chance.
+        assert not any("claimtypeid" in join for join in joins)
+        row = ehr.knowledge.tables["encounters"].row
+        assert row.startswith("One row per encounter: start, stop, patient, organization, provider, payer")
+
+
 # -- bad input -----------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ temporary table of the keys' hashes, so one query tests a column against all key
 
 Names only rank and vouch for candidates: a column named like the key or its table
 (``subject_id`` -> ``patients.subject_id``, ``patient`` -> ``patients.id``) joins when
-most of its values are found. Without a name, the values must all be found, and be such
+most of its values are found; integers named only in part (``claimtypeid`` -> a claim's
+``chargeid``) also need chance ruled out. Without a name, the values must all be found, and be such
 that chance cannot explain it: long identifiers or codes, or integers where numbers
 evenly spread over the column's range are rarely keys (small integers 1..20 are found in
 any 1..n key). Among the keys that hold a column's values, the one that holds the others
@@ -27,6 +28,7 @@ from ehr_magic.data.profiling import OPAQUE, ROW_NUMBERS, Column, Table, quote
 NAMED_SHARE = 0.9  # share of a named column's values found in the key
 VALUE_SHARE = 0.98  # the same for a column joined on its values alone
 CHANCE_SHARE = 0.05  # most evenly spread integers that may be keys for values alone to count
+SAME_NAME = 2.0  # the name score of a column named exactly like the key
 SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
 BIG_TABLE = 2_000_000  # rows of a column's table past which its values are read from a sample
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
@@ -66,7 +68,9 @@ def name_score(source: Table, column: Column, key: _Key) -> float:
     said = naming.meaningful(column.original or column.name)
     key_words = naming.meaningful(target.original or target.name)
     table_words = naming.meaningful(key.table.original or key.table.name)
-    score = 2.0 if column.name == target.name and key_words else 0.0
+    # The key's own name, or it after a role (spec_itemid, supervising_provider_id -> provider_id).
+    same = column.name == target.name or (column.name.endswith(target.name) and len(target.name) >= 4)
+    score = SAME_NAME if same and key_words else 0.0
     score += len(said & (key_words | table_words))
     if score:
         score += 0.5 * len(naming.meaningful(source.original or source.name) & table_words)
@@ -129,9 +133,10 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
         found = _shares(con, table, column, [k for k, _ in plan])
         for key, share in found.items():
             shares[(table_name, column_name, key)] = share
-        unnamed = [k for k, named in plan if not named and found.get(k.kid, 0) >= VALUE_SHARE]
-        if column.integer and unnamed:
-            for kid, share in _chance(con, column, unnamed).items():
+        # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n).
+        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE]
+        if column.integer and unsure:
+            for kid, share in _chance(con, column, unsure).items():
                 chance[(table_name, column_name, kid)] = share
     joins = []
     for (table_name, column_name), plan in plans.items():
@@ -139,9 +144,9 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
         accepted = []
         for key, named in plan:
             share = shares.get((table_name, column_name, key.kid), 0.0)
-            by_values = (not named and share >= VALUE_SHARE
-                         and chance.get((table_name, column_name, key.kid), 0.0) < CHANCE_SHARE)
-            if (named and share >= NAMED_SHARE) or by_values:
+            by_chance = chance.get((table_name, column_name, key.kid), 0.0) >= CHANCE_SHARE
+            by_values = not named and share >= VALUE_SHARE and not by_chance
+            if (named and share >= NAMED_SHARE and not by_chance) or by_values:
                 if _direction_holds(table, column, key, named):
                     accepted.append((key, named, share))
         if any(named for _, named, _ in accepted):

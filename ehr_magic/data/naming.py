@@ -89,7 +89,7 @@ def known(word: str) -> bool:
         return True
     for ending in _ENDINGS:
         stem = word[: -len(ending)]
-        if word.endswith(ending) and len(stem) >= 3 and (stem in _WORDS or stem + "e" in _WORDS):
+        if word.endswith(ending) and len(stem) >= 4 and (stem in _WORDS or stem + "e" in _WORDS):
             return True
     return False
 
