@@ -102,6 +102,9 @@ def test_renamed_joins_are_found_from_values_and_row_numbers_join_nothing(rename
     }  # and nothing on RecNo, nor on Rank (1..n integers that any 1..25 key holds)
     tables = renamed.knowledge.tables
     assert tables["patientregister"].description == "Each row has its own patno."
+    assert tables["patientregister"].columns["patno"] == "BIGINT, the key (unique, never empty); a patient id."
+    assert "refers to visits.visitno (a visit id)" in tables["labfindings"].columns["visitno"]
+    assert "a unit of measure" in tables["labfindings"].columns["resultunit"]
     assert tables["careunits"].description.startswith("Each row has its own unitno.")
     assert tables["labfindings"].description == "Each row has its own recno (a row number, which joins nothing)."
     assert tables["labfindings"].columns["recno"].startswith("BIGINT, the row number")
@@ -124,11 +127,11 @@ def test_renamed_tables_get_one_line_of_meaning(renamed) -> None:
     tables = renamed.knowledge.tables
     findings = tables["labfindings"].row
     assert findings.startswith("One row per lab finding: ")
-    assert "visit" in findings and "item (-> lab test catalog)" in findings and "taken date time" in findings
+    assert "visit" in findings and "item (-> lab test catalog)" in findings and "taken date/time" in findings
     assert "result unit" in findings and "from LabFindings.csv" in findings
     assert "item (-> bedside catalog)" in tables["bedsidereadings"].row
     assert tables["visits"].row.startswith("One row per visit: ")
-    assert "admit date time" in tables["visits"].row and "Referred to by " in tables["visits"].row
+    assert "admit date/time" in tables["visits"].row and "Referred to by " in tables["visits"].row
 
 
 def test_compound_names_are_split_into_words() -> None:

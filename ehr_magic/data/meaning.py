@@ -24,6 +24,18 @@ LINE_PARTS = 10  # columns named in a table's line
 _DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dictionary even if nothing refers to it
 
 
+# What an id stands for, from the words of its table and name: general record-keeping words.
+_ROLES = (({"patient", "person", "subject", "member", "client", "resident"}, "a patient id"),
+          ({"admission", "encounter", "visit", "hospitalization", "episode"}, "a visit id"),
+          ({"stay"}, "a stay id"))
+_UNIT_WORDS = {"unit", "units", "uom"}
+
+
+def _role(*names: str) -> str:
+    said = {naming.singular(w) for name in names for w in naming.words(name)}
+    return next((role for words, role in _ROLES if said & words), "")
+
+
 def _label(column: Column) -> bool:
     """Text that names things: letters, not an identifier, not personal, not a long note."""
     return (column.text and column.non_null > 0 and not column.personal and not column.identifier_like
@@ -68,12 +80,17 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
     if column.name == table.key and column.name == table.row_number:
         parts.append("the row number (unique, never empty; it joins nothing)")
     elif column.name == table.key:
-        parts.append("the key (unique, never empty)")
+        role = _role(table.original or table.name, column.original or column.name)
+        parts.append("the key (unique, never empty)" + (f"; {role}" if role else ""))
     elif column.name == table.row_number:
         parts.append("a row number (it joins nothing)")
     if column.name in joins:
         join = joins[column.name]
-        parts.append(f"refers to {join.target}.{join.key}")
+        target = f"{join.target}.{join.key}"
+        role = _role(join.target, join.key)
+        parts.append(f"refers to {target}" + (f" ({role})" if role else ""))
+    if column.text and set(column.words) & _UNIT_WORDS and column.name not in joins:
+        parts.append("a unit of measure")
     if column.name == table.key or column.name == table.row_number or column.name in joins:
         if column.code_like and column.text:
             parts.append("codes, compared as stored text")

@@ -113,8 +113,8 @@ def meaningful(name: str) -> set[str]:
 
 
 def phrase(name: str) -> str:
-    """A name as words: ``admitdatetime`` -> ``admit date time``."""
-    return " ".join(words(name)) or name
+    """A name as words: ``admitdatetime`` -> ``admit date/time``."""
+    return " ".join(words(name)).replace("date time", "date/time") or name
 
 
 def entity(table: str) -> str:
