@@ -31,6 +31,7 @@ CHANCE_SHARE = 0.05  # most evenly spread integers that may be keys for values a
 SAME_NAME = 2.0  # the name score of a column named exactly like the key
 SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
 BIG_TABLE = 2_000_000  # rows of a column's table past which its values are read from a sample
+_SAMPLED = "_draft_sample_"  # temporary tables holding those samples, one per big table
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
 
 
@@ -123,9 +124,24 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
             if plan:
                 plans[(table.name, column.name)] = plan
     used = {key.kid for plan in plans.values() for key, _ in plan}
-    if not used:
-        return _composite_joins(con, tables, keys)
-    _store_keys(con, [k for k in single if k.kid in used])
+    for table in tables.values():
+        if table.rows > BIG_TABLE:  # one sample per big table, shared by all its columns
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {quote(_SAMPLED + table.name)} AS SELECT * FROM "
+                        f"{quote(table.name)} USING SAMPLE reservoir({BIG_TABLE} ROWS) REPEATABLE (7)")
+    try:
+        if not used:
+            return _composite_joins(con, tables, keys)
+        _store_keys(con, [k for k in single if k.kid in used])
+        return _value_joins(con, tables, plans) + _composite_joins(con, tables, keys)
+    finally:
+        con.execute("DROP TABLE IF EXISTS _draft_keys")
+        for table in tables.values():
+            con.execute(f"DROP TABLE IF EXISTS {quote(_SAMPLED + table.name)}")
+
+
+def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
+                 plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> list[Join]:
+    """The best accepted key of each planned column (see the module docstring)."""
     shares: dict[tuple[str, str, int], float] = {}
     chance: dict[tuple[str, str, int], float] = {}
     for (table_name, column_name), plan in plans.items():
@@ -155,8 +171,7 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
         if accepted:
             key, named, share = max(accepted, key=lambda a: (round(a[2], 2), a[1], a[0].column.distinct))
             joins.append(Join(table_name, column_name, key.table.name, key.columns[0], share, named > 0))
-    con.execute("DROP TABLE IF EXISTS _draft_keys")
-    return joins + _composite_joins(con, tables, keys)
+    return joins
 
 
 def _direction_holds(table: Table, column: Column, key: _Key, named: float) -> bool:
@@ -195,9 +210,7 @@ def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
 def _sample(table: Table, column: Column, expression: str) -> str:
     """Distinct hashes of a column's values, the SKETCH smallest (a bottom-k sketch)."""
     c = quote(column.name)
-    source = quote(table.name)
-    if table.rows > BIG_TABLE:
-        source += f" USING SAMPLE reservoir({BIG_TABLE} ROWS) REPEATABLE (7)"
+    source = quote(_SAMPLED + table.name) if table.rows > BIG_TABLE else quote(table.name)
     where = f"{c} IS NOT NULL"
     if column.text and 0 < column.opaque < 0.99 and column.opaque >= 0.1:
         # Placeholders such as '0' for "none" are left out: only identifier-like values count.

@@ -152,7 +152,8 @@ def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dic
     _text_shapes(con, table, rows, [c for c in columns.values() if c.text and c.non_null])
     for column in columns.values():
         # Exact counts where the decision depends on them: keys and value lists.
-        if column.non_null and (column.distinct >= 0.9 * column.non_null or column.distinct <= VOCABULARY_MAX * 1.1):
+        candidate_key = (column.text or column.integer) and column.distinct >= 0.9 * column.non_null
+        if column.non_null and (candidate_key or (column.text and column.distinct <= VOCABULARY_MAX * 1.1)):
             query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(table)}"
             column.distinct = int(con.execute(query).fetchone()[0])
             column.exact = True
