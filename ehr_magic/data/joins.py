@@ -252,7 +252,7 @@ def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], k
                 continue
             codes = [c for c in table.columns.values() if _sourceable(table, c) and _compatible(c, code)
                      and name_score(table, c, _Key(key.kid, key.table, (code.name,)))]
-            qualifiers = [c for c in table.columns.values() if (c.text or c.integer) and c is not None
+            qualifiers = [c for c in table.columns.values() if (c.text or c.integer)
                           and c.non_null and c.distinct <= 50 and c.text == qualifier.text
                           and (c.name == qualifier.name or set(_values(con, table.name, c.name)) <= allowed)]
             best = None

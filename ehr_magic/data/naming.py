@@ -57,6 +57,7 @@ PEOPLE = frozenset({"patient", "patients", "person", "persons", "subject", "subj
 _BOUNDARY = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
+@functools.lru_cache(maxsize=8192)
 def words(name: str) -> tuple[str, ...]:
     """The words of a name, lower case: ``admitDateTime`` -> ``('admit', 'date', 'time')``."""
     parts: list[str] = []
