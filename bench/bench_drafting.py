@@ -13,7 +13,7 @@ knowledge leaves some out for brevity; the EHRSQL schema lists the patient id fo
 the admissions table only), so a join the truth lacks is *unlisted* when it links two
 columns of the same name (``chartevents.cgid -> caregivers.cgid``), printed with
 ``--verbose`` for a reader to judge, and *wrong* when it links a column the truth links to
-another table, or two differently named columns. MIMIC-III's documentation names three
+another table, or two differently named columns, or row numbers. MIMIC-III's documentation names three
 foreign keys its packaged knowledge lacks (the microbiology item ids -> ``d_items``); they
 are added to its truth.
 
@@ -23,6 +23,15 @@ same run: DuckDB's own profile of every table (``SUMMARIZE``: counts, distinct c
 
     python bench/bench_drafting.py                        # the demos and the renamed copies found
     python bench/bench_drafting.py --renamed /tmp/unfamiliar --synthetic 100000
+
+Measured (2 shared cores, November 2026), before (the name-based drafter) -> after:
+
+    true joins found, wrong   MIMIC-III 27/31, 0 -> 30/31, 0 (noteevents is empty in the demo)
+                              eICU 27/27, 0 -> 27/27, 0
+                              renamed descriptive 3/21, 1 (row numbers) -> 21/21, 0
+                              renamed camel (held out) 0/21, 0 -> 21/21, 0
+                              (both copies: + the 11 patient ids tables.json omits, unlisted)
+    100k synthetic patients   36.6M rows drafted in 35 s -> 146 s (0.6x -> 1.0x DuckDB's SUMMARIZE)
 """
 
 from __future__ import annotations
@@ -84,8 +93,10 @@ def packaged_truth(schema: str, present: list[str]) -> set[Pair]:
     return truth
 
 
-def score(drafted: list[tuple[tuple[str, str], tuple[str, str]]], truth: set[Pair]) -> dict:
-    """Found, missed, wrong and unlisted joins (see the module docstring)."""
+def score(drafted: list[tuple[tuple[str, str], tuple[str, str]]], truth: set[Pair],
+          row_number: str = "row_id") -> dict:
+    """Found, missed, wrong and unlisted joins (see the module docstring); a join on the
+    dataset's row number is always wrong."""
     partners: dict[tuple[str, str], set[str]] = {}
     for pair in truth:
         a, b = tuple(pair)
@@ -96,6 +107,8 @@ def score(drafted: list[tuple[tuple[str, str], tuple[str, str]]], truth: set[Pai
         pair = Pair({source, target})
         if pair in truth:
             found.add(pair)
+        elif row_number in (source[1], target[1]):
+            wrong.append(f"{source[0]}.{source[1]} -> {target[0]}.{target[1]}")
         elif source in partners and target[0] not in partners[source]:
             wrong.append(f"{source[0]}.{source[1]} -> {target[0]}.{target[1]}")
         elif source[1] == target[1]:
@@ -114,10 +127,12 @@ def draft_folder(folder: Path, out: Path) -> tuple[knowledge_files.Knowledge, fl
         return ehr.knowledge, seconds
 
 
-def renamed_truth(truth_file: Path) -> set[Pair]:
+def renamed_truth(truth_file: Path) -> tuple[set[Pair], str]:
+    """The true foreign keys (polymorphic ones left out) and the row number's column name."""
     facts = json.loads(truth_file.read_text())
-    return {Pair({(k["table"], k["column"].lower()), (k["ref_table"], k["ref_column"].lower())})
+    keys = {Pair({(k["table"], k["column"].lower()), (k["ref_table"], k["ref_column"].lower())})
             for k in facts["foreign_keys"] if not k.get("polymorphic")}
+    return keys, facts.get("row_number", "row_id").lower()
 
 
 def report(name: str, result: dict, seconds: float, verbose: bool) -> None:
@@ -190,7 +205,7 @@ def main() -> None:
         for truth_file in sorted(Path(args.renamed).glob("*.truth.json")):
             folder = truth_file.with_name(truth_file.name[: -len(".truth.json")])
             knowledge, seconds = draft_folder(folder, tmp / f"{folder.name}.duckdb")
-            report(f"renamed {folder.name}", score(drafted_pairs(knowledge), renamed_truth(truth_file)), seconds,
+            report(f"renamed {folder.name}", score(drafted_pairs(knowledge), *renamed_truth(truth_file)), seconds,
                    args.verbose)
         if args.synthetic:
             work = Path(args.work) if args.work else tmp
