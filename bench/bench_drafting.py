@@ -31,7 +31,7 @@ Measured (2 shared cores, November 2026), before (the name-based drafter) -> aft
                               renamed descriptive 3/21, 1 (row numbers) -> 21/21, 0
                               renamed camel (held out) 0/21, 0 -> 21/21, 0
                               (both copies: + the 11 patient ids tables.json omits, unlisted)
-    100k synthetic patients   36.6M rows drafted in 35 s -> 146 s (0.6x -> 1.0x DuckDB's SUMMARIZE)
+    100k synthetic patients   36.6M rows drafted in 35 s -> 11 s (0.6x -> 0.2x DuckDB's SUMMARIZE)
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from ehr_magic.data import naming
-from ehr_magic.data.profiling import OPAQUE, ROW_NUMBERS, Column, Table, quote
+from ehr_magic.data.profiling import OPAQUE, ROW_NUMBERS, Column, Table, quote, sampled
 
 NAMED_SHARE = 0.9  # share of a named column's values found in the key
 VALUE_SHARE = 0.98  # the same for a column joined on its values alone
@@ -31,7 +31,6 @@ CHANCE_SHARE = 0.05  # most evenly spread integers that may be keys for values a
 SAME_NAME = 2.0  # the name score of a column named exactly like the key
 SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
 BIG_TABLE = 2_000_000  # rows of a column's table past which its values are read from a sample
-_SAMPLED = "_draft_sample_"  # temporary tables holding those samples, one per big table
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
 
 
@@ -124,19 +123,13 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
             if plan:
                 plans[(table.name, column.name)] = plan
     used = {key.kid for plan in plans.values() for key, _ in plan}
-    for table in tables.values():
-        if table.rows > BIG_TABLE:  # one sample per big table, shared by all its columns
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {quote(_SAMPLED + table.name)} AS SELECT * FROM "
-                        f"{quote(table.name)} USING SAMPLE reservoir({BIG_TABLE} ROWS) REPEATABLE (7)")
+    if not used:
+        return _composite_joins(con, tables, keys)
     try:
-        if not used:
-            return _composite_joins(con, tables, keys)
         _store_keys(con, [k for k in single if k.kid in used])
         return _value_joins(con, tables, plans) + _composite_joins(con, tables, keys)
     finally:
         con.execute("DROP TABLE IF EXISTS _draft_keys")
-        for table in tables.values():
-            con.execute(f"DROP TABLE IF EXISTS {quote(_SAMPLED + table.name)}")
 
 
 def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
@@ -210,7 +203,7 @@ def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
 def _sample(table: Table, column: Column, expression: str) -> str:
     """Distinct hashes of a column's values, the SKETCH smallest (a bottom-k sketch)."""
     c = quote(column.name)
-    source = quote(_SAMPLED + table.name) if table.rows > BIG_TABLE else quote(table.name)
+    source = sampled(table.name, table.rows, BIG_TABLE)
     where = f"{c} IS NOT NULL"
     if column.text and 0 < column.opaque < 0.99 and column.opaque >= 0.1:
         # Placeholders such as '0' for "none" are left out: only identifier-like values count.

@@ -128,6 +128,16 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def sampled(table: str, rows: int, size: int) -> str:
+    """``table`` as a FROM source, or about ``size`` of its rows when it has more: whole
+    blocks of rows (system sampling), which reads only those blocks; a reservoir sample
+    would read the whole table, and slower than a plain scan."""
+    if rows <= size:
+        return quote(table)
+    share = max(100 * size / rows, 0.01)
+    return f"(SELECT * FROM {quote(table)} USING SAMPLE {share:.4f}% (system, 7))"
+
+
 def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dict[str, str] | None = None,
             stem: str = "") -> Table:
     """Counts, ranges, text shapes, value lists and candidate keys of ``table``."""
@@ -170,9 +180,7 @@ def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dic
 def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: list[Column]) -> None:
     if not text:
         return
-    source = quote(table)
-    if rows > SHAPE_SAMPLE:
-        source = f"(SELECT * FROM {source} USING SAMPLE reservoir({SHAPE_SAMPLE} ROWS) REPEATABLE (7))"
+    source = sampled(table, rows, SHAPE_SAMPLE)
     parts = []
     for column in text:
         c = quote(column.name)
