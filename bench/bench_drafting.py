@@ -189,7 +189,8 @@ def synthetic(patients: int, work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--renamed", default="/tmp/unfamiliar", help="folder of renamed copies (STYLE, STYLE.truth.json)")
+    parser.add_argument("--renamed", default="/tmp/unfamiliar",
+                        help="folder of renamed copies (STYLE, STYLE.truth.json)")
     parser.add_argument("--demos", default="mimic_iii,eicu", help="packaged demos to draft ('' for none)")
     parser.add_argument("--synthetic", type=int, default=0, help="also time drafting N synthetic patients")
     parser.add_argument("--work", help="folder kept for the synthetic CSV folder and its database (default: temporary)")

@@ -130,7 +130,8 @@ def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
         if join is not None:
             target = tables[join.target]
             pointed = naming.entity(target.original or target.name)
-            shared = naming.meaningful(column.original or column.name) & naming.meaningful(target.original or target.name)
+            said = naming.meaningful(column.original or column.name)
+            shared = said & naming.meaningful(target.original or target.name)
             if shared:  # patient_id -> patient_demographics: "patient"
                 pointed = " ".join(w for w in column.words if w not in naming.GENERIC)
             if join.target in dictionaries:

@@ -42,7 +42,8 @@ detail details info information history physical exam assessment plan goal goals
 heart respiratory blood pressure weight height temperature oxygen
 long short full abbreviation abbrev prefix suffix severity mortality ab
 bedside numeric perform collect observe measure movement catalog demographic demographics given finding term
-display flowsheet administrative deceased disposition preferred entry transfer spoken civil owner user contact mother father
+display flowsheet administrative deceased disposition preferred entry transfer spoken civil
+owner user contact mother father
 """.split()
 _WORDS = frozenset(_VOCABULARY)
 _ENDINGS = ("s", "es", "d", "ed", "ing", "er", "ers")
