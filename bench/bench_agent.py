@@ -33,11 +33,11 @@ sys.path.insert(0, str(REPO / "tests"))
 import ehr_magic  # noqa: E402
 from ehr_magic.agent import Agent, AgentSettings, prompts  # noqa: E402
 from ehr_magic.agent import context  # noqa: E402
-from ehr_magic.agent.fewshot import SeedExamples, seed_examples  # noqa: E402
+from ehr_magic.memory.fewshot import SeedExamples, seed_examples  # noqa: E402
 from ehr_magic.llm import LLMClient, estimate_prompt_tokens, resolve_settings  # noqa: E402
 from ehr_magic.memory.similarity import default_tokens  # noqa: E402
 from ehr_magic.agent.budget import PromptTooLongError  # noqa: E402
-from ehr_magic.agent.fewshot import Example  # noqa: E402
+from ehr_magic.memory.fewshot import Example  # noqa: E402
 from ehr_magic.eval.datasets import load_split  # noqa: E402
 from ehr_magic.llm.window import DEFAULT_LOCAL_WINDOW, ContextWindow  # noqa: E402
 from fake_llm import FakeLLMServer  # noqa: E402

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from ehr_magic.data import EHR, connect  # noqa: E402
+from ehr_magic.data import EHR, connect
+from ehr_magic.version import __version__
 
 __all__ = ["EHR", "connect", "__version__"]
 

@@ -25,3 +25,15 @@ class ReadOnlyError(DatabaseError):
 
 class ConfigError(EhrMagicError):
     """A setting is missing or invalid."""
+
+
+def sentences(cause: object) -> str:
+    """A cause (an exception or its text, maybe several lines, as a server or library
+    words it) as sentences to follow a colon: each line ends with a full stop and the
+    lines are joined by spaces. The words are kept as they are (``finish_reason`` stays)."""
+    lines = []
+    for line in str(cause).splitlines():
+        line = line.strip()
+        if line:
+            lines.append(line + ("" if line[-1] in ".!?" else "."))
+    return " ".join(lines) or f"{type(cause).__name__}."

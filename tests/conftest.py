@@ -87,7 +87,9 @@ def agent_defaults() -> dict:
 
 @pytest.fixture()
 def make_agent(fake_llm, ehr, agent_defaults: dict):
-    """Build agents on the module's ``ehr`` that talk to the fake model server."""
+    """Build agents on the module's ``ehr`` that talk to the fake model server, with the skills
+    the session gives every agent."""
+    from ehr_magic import skills
     from ehr_magic.agent import Agent, AgentSettings
     from ehr_magic.llm import LLMClient, resolve_settings
 
@@ -96,7 +98,8 @@ def make_agent(fake_llm, ehr, agent_defaults: dict):
     def make(**settings):
         client = LLMClient(resolve_settings(), audit=False, backoff_base=0.01)
         clients.append(client)
-        return Agent(ehr, client, settings=AgentSettings(**{**agent_defaults, **settings}))
+        return Agent(ehr, client, settings=AgentSettings(**{**agent_defaults, **settings}),
+                     tools=skills.namespace(ehr), skill_cards=skills.prompt_section)
 
     yield make
     for client in clients:

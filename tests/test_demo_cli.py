@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
 from ehr_magic.cli import main
 from ehr_magic.cli.demo import lab_command, packaged_notebooks
+from ehr_magic.data.demo import demo_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,6 +54,27 @@ def test_no_lab_builds_describes_and_copies_the_notebooks(tmp_path: Path, capsys
     assert (folder / "quickstart.ipynb").read_bytes() == (packaged_notebooks() / "quickstart.ipynb").read_bytes()
     assert (folder / "cohort_analysis.ipynb").exists()
     assert "jupyter lab quickstart.ipynb" in out and "EHR_MAGIC_DB=" in out
+
+
+def test_demo_from_a_local_copy_of_the_mimic_iv_demo(tmp_path: Path, capsys) -> None:
+    """Offline, with the demo's files on disk: verified, built and described; nothing fetched."""
+    argv = ["demo", "--no-browser", "--no-lab", "--dir", str(tmp_path / "nb"), "--url", "http://127.0.0.1:9/"]
+    # The shared copy alone lacks chartevents: refused in one sentence, nothing built.
+    assert main([*argv, "--from", str(MIMIC_IV_DEMO)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "1 of 31 tables missing: chartevents" in err
+    assert not (demo_dir() / "mimic-iv-demo.duckdb").exists()
+
+    assert main([*argv, "--from", str(MIMIC_IV_DEMO), "--from", str(CHARTEVENTS_RECONSTRUCTED)]) == 0
+    captured = capsys.readouterr()
+    assert f"Demo database: the MIMIC-IV demo from {MIMIC_IV_DEMO} and {CHARTEVENTS_RECONSTRUCTED}" in captured.out
+    assert "31 tables, 1,398,500 rows" in captured.out and "chartevents" in captured.out
+    assert "Not verified, as no checksum is published for them: icu/chartevents.csv.gz" in " ".join(captured.err.split())
+    assert "Fetching" not in captured.err  # a local copy needs no network
+    assert "jupyter lab quickstart.ipynb" in captured.out and "--no-browser" in captured.out
+    # The next demo reuses it.
+    assert main([*argv[:-2]]) == 0
+    assert "Demo database: the MIMIC-IV demo (cached)" in capsys.readouterr().out
 
 
 def test_an_edited_copy_is_kept(tmp_path: Path, capsys) -> None:

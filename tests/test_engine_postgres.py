@@ -169,8 +169,9 @@ def test_connection_problems_are_one_sentence(pg_server: PostgresServer, monkeyp
     from servers import free_port
 
     closed = f"postgresql://ehr@127.0.0.1:{free_port()}/ehrsql"
-    with pytest.raises(DatabaseError, match=r"^Cannot reach the PostgreSQL server at 127\.0\.0\.1:\d+ .*check that "
-                                            r"it is running"):
+    # libpq's two lines ("Connection refused" / "Is the server running ...?") read as two sentences.
+    with pytest.raises(DatabaseError, match=r"^Cannot reach the PostgreSQL server at 127\.0\.0\.1:\d+: Connection "
+                                            r"refused\. Is the server running .*\? Check that it is running"):
         ehr_magic.connect(closed)
     with pytest.raises(DatabaseError, match=r"no schema mimiciv_nope in PostgreSQL database ehrsql.*public"):
         ehr_magic.connect(pg_server.url("ehrsql", query="search_path=mimiciv_nope"))

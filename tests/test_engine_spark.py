@@ -163,8 +163,8 @@ def test_connection_problems_are_one_sentence(spark_server: SparkServer) -> None
                                             r"its databases are: .*ehrsql"):
         ehr_magic.connect(spark_server.url("nope"))
     started = time.monotonic()
-    with pytest.raises(DatabaseError, match=r"^Cannot reach the Spark Connect server at 127\.0\.0\.1:\d+ .*check "
-                                            r"that it is running"):
+    with pytest.raises(DatabaseError, match=r"^Cannot reach the Spark Connect server at 127\.0\.0\.1:\d+: "
+                                            r"Connection refused\. Check that it is running"):
         ehr_magic.connect(f"sc://127.0.0.1:{free_port()}")
     assert time.monotonic() - started < 10
     with pytest.raises(DatabaseError, match="parameters after the slash look like /;key=value"):

@@ -167,8 +167,8 @@ def test_prompt_injection_from_data_and_question_never_runs_outside_the_guard(fa
         before = _digest(path)
         result = Agent(ehr, client, settings=AgentSettings(timeout=5.0, run_mode="auto")).run(question)
     assert "IGNORE ALL PREVIOUS INSTRUCTIONS" in code_calls[2]  # the injected value did reach the model
-    kinds = [s.error.type if s.error else s.soft_failure for s in result.steps]
-    assert kinds == ["Blocked", "the code did not set `answer`", "Blocked", ""], kinds
+    kinds = [s.error.type if s.error else s.outcome for s in result.steps]
+    assert kinds == ["Blocked", "looked up", "Blocked", "answered"], kinds  # printing the labels is a look-up
     assert "subprocess" in result.steps[2].error.message
     assert result.status == "answered" and result.answer == 3
     assert (victim / "keep.txt").read_text() == "keep me" and _digest(path) == before

@@ -21,15 +21,19 @@ def fenced(code: str) -> str:
     return f"Knowledge:\n- patients has one row per patient\n```python\n{code}\n```"
 
 
-def ipython_shell(database: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *,
+def ipython_shell(database: Path | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *,
                   kernel: object | None = None) -> Iterator[InteractiveShell]:
-    """A real IPython shell with the extension loaded on ``database`` and a private memory
-    (``kernel``: a stand-in for the kernel, e.g. one with a comm manager for the panel).
+    """A real IPython shell with the extension loaded on ``database`` (None: no
+    EHR_MAGIC_DB, so the demo database) and a private memory (``kernel``: a stand-in for
+    the kernel, e.g. one with a comm manager for the panel).
 
     It keeps no history and leaves nothing for interpreter exit: every shell registers an
     exit handler that resets it with a full garbage collection, which made the whole
     session spend minutes exiting."""
-    monkeypatch.setenv("EHR_MAGIC_DB", str(database))
+    if database is None:
+        monkeypatch.delenv("EHR_MAGIC_DB", raising=False)
+    else:
+        monkeypatch.setenv("EHR_MAGIC_DB", str(database))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
     shell = InteractiveShell(config=Config({"HistoryManager": {"enabled": False}}))
     atexit.unregister(shell.atexit_operations)

@@ -11,7 +11,7 @@ import pytest
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
-from ehr_magic.memory import MemoryStore
+from ehr_magic.memory import MemoryStore, MemoryStoreError
 from ehr_magic.memory.index import TRUSTED_BONUS, make_index
 from ehr_magic.memory.similarity import default_similarity, default_tokens, mask_values
 
@@ -49,7 +49,7 @@ def test_empty_store_and_k(store: MemoryStore) -> None:
     store.add(QUESTIONS[0], "c0")
     assert store.search("anything", k=0) == []
     assert len(store.search("anything", k=10)) == 1
-    with pytest.raises(Exception, match="k must be"):
+    with pytest.raises(MemoryStoreError, match="k must be"):
         store.search("x", k=-1)
 
 

@@ -136,6 +136,27 @@ def test_runs_without_a_model(path: Path, request: pytest.FixtureRequest, tmp_pa
             assert text.strip(), f"the accepted cell for {marked[1]!r} shows nothing"
 
 
+@pytest.mark.slow
+def test_the_eicu_notebook_on_another_database_stops_with_one_sentence(tmp_path: Path, monkeypatch) -> None:
+    """Under `ehr-magic demo`, EHR_MAGIC_DB names the MIMIC-IV-shaped demo database: the eICU
+    notebook stops in its first cell and says what to set, rather than failing further down."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from ehr_magic.data.demo import synthetic_database
+
+    monkeypatch.setenv("EHR_MAGIC_DB", str(synthetic_database()))
+    monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
+    nb = read(NOTEBOOKS_DIR / "eicu_quickstart.ipynb")
+    with pytest.raises(CellExecutionError):
+        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    ran = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
+    assert len(ran) == 1  # the first cell, and no other
+    shown = "".join(o.get("text", "") for o in ran[0].outputs)  # IPython shows a UsageError as one line, no traceback
+    assert "UsageError: This notebook runs on the eICU demo: build it as above" in shown
+    assert not [o for o in ran[0].outputs if o.output_type == "error"] and "Traceback" not in shown
+
+
 @functools.cache
 def _notebook_harness():
     """notebooks/conftest.py as a module (not as a conftest: it would shadow tests/conftest.py)."""

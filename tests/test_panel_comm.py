@@ -1,4 +1,4 @@
-"""The side panel's comm handler (protocol v1): every request type, malformed input,
+"""The side panel's comm handler (protocol v2, and v1 requests): every request type, malformed input,
 and the same conversation over a real ipykernel.
 
 Most tests drive the handler through fake comm objects on a real InteractiveShell
@@ -70,16 +70,17 @@ class FakeComm:
 class Panel:
     """A minimal panel: numbered requests, replies split into events and the reply."""
 
-    def __init__(self, comm: FakeComm, magics: Any = None) -> None:
+    def __init__(self, comm: FakeComm, magics: Any = None, version: int = 1) -> None:
         self.comm = comm
         self.magics = magics
         self.n = 0
+        self.version = version
 
     def call(self, kind: str, **params: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.n += 1
         rid = f"r{self.n}"
-        out = self.comm.deliver({"v": 1, "id": rid, "type": kind, "params": params})
-        assert all(m["id"] == rid and m["v"] == 1 for m in out), out
+        out = self.comm.deliver({"v": self.version, "id": rid, "type": kind, "params": params})
+        assert all(m["id"] == rid and m["v"] == self.version for m in out), out
         events = [m["event"] for m in out if m["kind"] == "event"]
         replies = [m for m in out if m["kind"] in ("result", "error")]
         assert len(replies) == 1 and out[-1] is replies[0], out  # exactly one reply, last
@@ -120,8 +121,9 @@ def memory(tmp_path: Path) -> MemoryStore:
 def test_load_ext_registers_target_and_greets_with_protocol_version(ip, panel) -> None:
     assert TARGET in ip.kernel.comm_manager.targets
     hello = panel.comm.sent[0]
-    assert hello["kind"] == "hello" and hello["protocol"] == 1 and "ask" in hello["types"]
-    assert panel.result("hello")["protocol"] == 1
+    assert hello["kind"] == "hello" and hello["protocol"] == 2 and hello["protocols"] == [1, 2]
+    assert "ask" in hello["types"] and "knowledge.import" in hello["types"]
+    assert panel.result("hello")["protocol"] == 2  # a v1 request is still served, answered in v1
 
 
 def test_reload_ext_serves_open_panels_with_the_new_session(ip, panel) -> None:
@@ -238,6 +240,18 @@ def test_ask_shows_each_attempt_error_debugger_note_and_table(panel, fake_llm) -
     assert [r[0] for r in answer["rows"]] == ["f", "m"] and sum(r[1] for r in answer["rows"]) == 94
     assert answer["total_rows"] == 2 and answer["truncated"] is False
     assert "2 rows" in result["answer_text"]
+
+
+def test_ask_shows_a_look_up_as_looked_up_not_failed(panel, fake_llm) -> None:
+    # Issue 23: code that only prints what it looked up is an observation, not a failed attempt.
+    fake_llm.enqueue(fenced("print(ehr.describe('patients'))"), fenced(GENDER_CODE))
+    events, reply = panel.call("ask", question="How many patients per gender?")
+    first, second = reply["result"]["steps"]
+    assert first["outcome"] == "looked up" and "gender" in first["observation"]
+    assert not first["succeeded"] and first["error"] is None and first["soft_failure"] is None
+    assert second["outcome"] == "answered" and second["succeeded"]
+    assert "debug" not in [e["phase"] for e in events if e["kind"] == "phase"]
+    assert reply["result"]["status"] == "answered" and not reply["result"]["message"]
 
 
 @pytest.mark.parametrize("reply, status", [
@@ -357,7 +371,8 @@ MALFORMED = [
     ({"v": 1, "id": True, "type": "status"}, None, "bad_message"),
     ({"v": 1, "id": "x" * 101, "type": "status"}, None, "bad_message"),
     ({"id": "a"}, "a", "unsupported_version"),
-    ({"v": 2, "id": "a", "type": "status"}, "a", "unsupported_version"),
+    ({"v": 3, "id": "a", "type": "status"}, "a", "unsupported_version"),
+    ({"v": True, "id": "a", "type": "status"}, "a", "unsupported_version"),
     ({"v": "1", "id": "a", "type": "status"}, "a", "unsupported_version"),
     ({"v": 1, "id": 7}, "7", "bad_message"),
     ({"v": 1, "id": "a", "type": ""}, "a", "bad_message"),
@@ -414,7 +429,7 @@ def test_our_bugs_are_internal_errors_with_traceback(ip, panel, monkeypatch) -> 
     assert error["code"] == "internal" and "stats exploded" in error["message"]
     assert "Traceback" in error["detail"]
     monkeypatch.undo()
-    assert panel.result("hello")["protocol"] == 1
+    assert panel.result("hello")["protocol"] == 2
 
 
 def test_a_reply_json_cannot_carry_becomes_an_error() -> None:
@@ -426,11 +441,17 @@ def test_a_reply_json_cannot_carry_becomes_an_error() -> None:
     assert [m["id"] for m in sent] == ["r1", "r2"]
 
 
-def test_a_closed_comm_does_not_raise() -> None:
-    def closed(_: Any) -> None:
+def test_a_closed_comm_does_not_raise(caplog: pytest.LogCaptureFixture) -> None:
+    tried: list[dict[str, Any]] = []
+
+    def closed(message: dict[str, Any]) -> None:
+        tried.append(message)
         raise RuntimeError("comm closed")
 
-    PanelHandler(types.SimpleNamespace(), closed).handle({"v": 1, "id": "a", "type": "hello"})
+    with caplog.at_level("ERROR"):
+        PanelHandler(types.SimpleNamespace(), closed).handle({"v": 1, "id": "a", "type": "hello"})
+    assert [(m["id"], m["type"]) for m in tried] == [("a", "hello")]  # the reply was built and sent once
+    assert "cannot send to the panel" in caplog.text and "comm closed" in caplog.text
 
 
 # -- pure parts -------------------------------------------------------------------------
@@ -549,7 +570,7 @@ def test_real_kernel_comm(ehrsql_db: Path, fake_llm, monkeypatch, tmp_path) -> N
         assert reply["content"]["status"] == "ok"
         panel = KernelPanel(client)
         hello = panel.open()
-        assert hello["kind"] == "hello" and hello["protocol"] == 1
+        assert hello["kind"] == "hello" and hello["protocol"] == 2
 
         _, status = panel.call({"v": 1, "id": "s", "type": "status"})
         assert status["result"]["database"]["schema"] == "ehrsql_mimic_iv"

@@ -35,7 +35,8 @@ def fresh_windows():
 
 
 def agent_on(ehr, llm=None, **settings) -> Agent:
-    return Agent(ehr, llm, settings=AgentSettings(**{"timeout": 5.0, **settings}))
+    return Agent(ehr, llm, settings=AgentSettings(**{"timeout": 5.0, **settings}), tools=skills.namespace(ehr),
+                 skill_cards=skills.prompt_section)
 
 
 def test_the_window_comes_from_the_server_then_the_settings(fake_llm, monkeypatch, ehr) -> None:

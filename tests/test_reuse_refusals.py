@@ -16,22 +16,31 @@ def cell(sql: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def reuser(ehrsql_db: Path):
-    with connect(ehrsql_db) as ehr:
-        memory = Reuser(ehr)
-        memory.add(1, "How many patients were prescribed heparin in 2100?", cell(
-            "SELECT COUNT(DISTINCT subject_id) FROM prescriptions WHERE drug = 'heparin' "
-            "AND strftime(starttime, '%Y') = '2100'"))
-        memory.add(2, "What is the gender of patient 10004235?", cell(
-            "SELECT DISTINCT gender FROM patients WHERE subject_id = 10004235"))
-        memory.add(3, "When was patient 10004235 admitted to the hospital for the first time?", cell(
-            "SELECT admittime FROM admissions WHERE subject_id = 10004235 ORDER BY admittime LIMIT 1"))
-        yield memory
+def ehr(ehrsql_db: Path):
+    with connect(ehrsql_db) as handle:
+        yield handle
 
 
-def test_the_same_count_is_reused(reuser) -> None:
+@pytest.fixture(scope="module")
+def reuser(ehr):
+    memory = Reuser(ehr)
+    memory.add(1, "How many patients were prescribed heparin in 2100?", cell(
+        "SELECT COUNT(DISTINCT subject_id) FROM prescriptions WHERE drug = 'heparin' "
+        "AND strftime(starttime, '%Y') = '2100'"))
+    memory.add(2, "What is the gender of patient 10004235?", cell(
+        "SELECT DISTINCT gender FROM patients WHERE subject_id = 10004235"))
+    memory.add(3, "When was patient 10004235 admitted to the hospital for the first time?", cell(
+        "SELECT admittime FROM admissions WHERE subject_id = 10004235 ORDER BY admittime LIMIT 1"))
+    return memory
+
+
+def test_the_same_count_is_reused(reuser, ehr) -> None:
     result = reuser.answer("How many patients were prescribed aspirin in 2100?")
     assert result.answered, result.reason
+    assert result.substitutions == [("aspirin", "heparin")]
+    expected = ehr.sql("SELECT COUNT(DISTINCT subject_id) FROM prescriptions WHERE drug = 'aspirin' "
+                       "AND strftime(starttime, '%Y') = '2100'").item()
+    assert expected > 0 and result.answer.item() == expected
 
 
 def test_a_count_of_something_else_is_not_reused(reuser) -> None:
@@ -40,8 +49,10 @@ def test_a_count_of_something_else_is_not_reused(reuser) -> None:
     assert not result.answered
 
 
-def test_an_attribute_no_table_holds_is_not_answered(reuser) -> None:
-    assert reuser.answer("What is the gender of patient 10005348?").answered
+def test_an_attribute_no_table_holds_is_not_answered(reuser, ehr) -> None:
+    gender = reuser.answer("What is the gender of patient 10005348?")
+    assert gender.answered and gender.substitutions == [("10005348", "10004235")]
+    assert gender.answer.item() == ehr.sql("SELECT gender FROM patients WHERE subject_id = 10005348").item()
     assert not reuser.answer("What is the blood type of patient 10005348?").answered
     assert not reuser.answer("What is the gender horoscope of patient 10005348?").answered
 

@@ -19,7 +19,7 @@ import pytest
 
 import ehr_magic
 from ehr_magic.agent.executor import Executor, is_empty_answer
-from ehr_magic.agent.fewshot import SeedExamples, seed_examples
+from ehr_magic.memory.fewshot import SeedExamples, seed_examples
 from ehr_magic.data.lookup import normalise
 
 # schema -> the conftest fixture that builds its database (once per session)
@@ -404,9 +404,8 @@ def _empty_result_failure(error) -> bool:
 
 @pytest.fixture(scope="session")
 def synthetic_ehr(tmp_path_factory: pytest.TempPathFactory):
-    synthetic = pytest.importorskip("ehr_magic.data.sources.synthetic")
-    if not hasattr(synthetic, "generate"):
-        pytest.skip("the synthetic generator has no generate()")
+    from ehr_magic.data.sources import synthetic
+
     out = tmp_path_factory.mktemp("synthetic") / "synthetic.duckdb"
     synthetic.generate(out, patients=200, seed=0)
     with ehr_magic.connect(out) as handle:

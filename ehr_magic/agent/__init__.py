@@ -1,7 +1,7 @@
 """The agent: question -> knowledge -> code -> execution -> rubber-duck debugging."""
 
 from ehr_magic.agent.executor import Execution, Executor
-from ehr_magic.agent.fewshot import Example, ExampleSource, SeedExamples
+from ehr_magic.memory.fewshot import Example, ExampleSource, SeedExamples
 from ehr_magic.agent.loop import Agent, AgentSettings, Event
 from ehr_magic.agent.steps import ActionStep, AgentResult
 

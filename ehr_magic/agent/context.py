@@ -14,7 +14,7 @@ from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
 from ehr_magic.agent.executor import ErrorInfo
-from ehr_magic.agent.fewshot import Example
+from ehr_magic.memory.fewshot import Example
 
 
 def system_prompt(ehr: Any, *, full_index: bool = True) -> str:
@@ -91,7 +91,10 @@ def _plain_tables(ehr: Any, tables: Sequence[str], *, types: bool) -> str:
 
 def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "",
                      tables: str = "") -> str:
-    tables_block = f"Tables for this question:\n{tables.strip()}\n\n" if tables.strip() else ""
+    # say only what is true: with no table matched, the model chooses from the index itself
+    tables_block = f"Tables for this question:\n{tables.strip()}\n\n" if tables.strip() else (
+        "No table was matched to this question: choose from the table index, and look at a table with "
+        "ehr.describe(table) before you rely on its columns.\n\n")
     shown = "".join(prompts.render("example", question=e.question, knowledge=e.knowledge.strip() or "-",
                                    code=e.code.strip()) for e in examples)
     if shown:

@@ -23,14 +23,22 @@ class TurnSummary:
 
     question: str
     code: str = ""
-    answer: str = ""  # a short description: type, shape, columns; values only as privacy allows
+    answer: str = ""  # a description: shape, and values (up to ~20 rows or items) only as privacy allows
+    status: str = "answered"  # answered | clarify | abstained | failed | generated
+    shape: str = ""  # the result's type and shape alone (no values): what is left when the budget is short
 
-    def text(self, number: int, *, with_code: bool = True) -> str:
+    def text(self, number: int, *, with_code: bool = True, with_values: bool = True) -> str:
+        """The turn; without its code, then with only its status and result shape, as room shrinks."""
+        if not with_values:
+            return f"Turn {number}: {self.question}\nIts outcome: {self.status}" + (f", {self.shape}" if self.shape else "")
         lines = [f"Turn {number}: {self.question}"]
         if with_code and self.code:
             lines.append(f"```python\n{self.code.strip()}\n```")
         if self.answer:
-            lines.append(f"Its answer: {self.answer}")
+            outcome = "Its answer" if self.status == "answered" else f"Its outcome ({self.status})"
+            lines.append(f"{outcome}: {self.answer}")
+        elif self.status != "answered":
+            lines.append(f"Its outcome: {self.status}")
         return "\n".join(lines)
 
 
@@ -56,7 +64,12 @@ class ConversationContext:
             variables = ("\nNotebook variables described to the model: " + ", ".join(self.variable_names) + "\n"
                          + "\n".join(f"- {v}" for v in self.variables) + "\n")
         turns = fit_turns(self.turns, self.budget_tokens)
-        return prompts.render("conversation", turns=turns, variables=variables)
+        # say only what is there: no "what came before" without turns, no variables without any listed
+        opening = ("This question continues a conversation with the analyst. Read it against what came before."
+                   if self.turns else "The analyst asks this question in a notebook.")
+        note = " It may use the notebook variables listed above by name: they exist where the code runs." \
+            if self.variables else ""
+        return prompts.render("conversation", opening=opening, turns=turns, variables=variables, variables_note=note)
 
 
 def estimate_tokens(text: str) -> int:
@@ -65,26 +78,33 @@ def estimate_tokens(text: str) -> int:
 
 
 def fit_turns(turns: tuple[TurnSummary, ...], budget_tokens: int) -> str:
-    """The turns as text within the budget: the newest keeps its code longest; older
-    turns lose their code first, then the oldest are dropped."""
+    """The turns as text within the budget. Older turns lose their code first (oldest first),
+    then their values, keeping their status and result shape; only then are the oldest dropped.
+    The newest keeps its code and values longest."""
     count = len(turns)
     if not count:
         return ""
     with_code = [True] * count
+    with_values = [True] * count
     kept = list(range(count))
 
     def text() -> str:
-        body = "\n\n".join(turns[i].text(i + 1, with_code=with_code[i]) for i in kept)
+        body = "\n\n".join(turns[i].text(i + 1, with_code=with_code[i], with_values=with_values[i]) for i in kept)
         dropped = kept[0] if kept else count
         head = f"({dropped} earlier turns left out)\n" if dropped else ""
         return "\nEarlier in this conversation:\n" + head + body + "\n"
 
-    for i in range(count - 1):  # shorten, oldest first; the last turn keeps its code
-        if estimate_tokens(text()) <= budget_tokens:
-            return text()
-        with_code[i] = False
-    while len(kept) > 1 and estimate_tokens(text()) > budget_tokens:
+    def fits() -> bool:
+        return estimate_tokens(text()) <= budget_tokens
+
+    for flags in (with_code, with_values):  # shorten the older turns, oldest first
+        for i in range(count - 1):
+            if fits():
+                return text()
+            flags[i] = False
+    while len(kept) > 1 and not fits():
         kept.pop(0)
-    if estimate_tokens(text()) > budget_tokens:
-        with_code[kept[0]] = False
+    for flags in (with_code, with_values):  # the newest turn alone, still too long
+        if not fits():
+            flags[kept[0]] = False
     return text()

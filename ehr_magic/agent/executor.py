@@ -20,13 +20,14 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from ehr_magic.safety import limits, runtime
+from ehr_magic.safety import sql as sqlcheck
 
 GENERATED = "<generated>"
 _MISSING = object()
@@ -66,13 +67,12 @@ class ExecutionTimeout(BaseException):
     """Raised inside the worker thread when the time limit is reached."""
 
 
-def base_namespace(ehr: Any) -> dict[str, Any]:
-    """What generated code can use without importing it."""
+def base_namespace(ehr: Any, tools: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What generated code can use without importing it; ``tools`` adds names from the layers
+    above (the session adds ``skills``)."""
     import collections
     import json
     import statistics
-
-    from ehr_magic import skills
 
     # `re`, `math`, `range`, `pow` and imports of `re`/`math` are the size-checked versions.
     checked_builtins = runtime.namespace_builtins()
@@ -80,7 +80,19 @@ def base_namespace(ehr: Any) -> dict[str, Any]:
     return {"ehr": ehr, "pl": pl, "dt": dt, "datetime": dt, "math": safe_import("math"), "re": safe_import("re"),
             "json": json, "statistics": statistics, "collections": collections, "__name__": "__ehr__",
             "__builtins__": checked_builtins, runtime.CHECKED: runtime.checked_operations(),
-            **skills.namespace(ehr)}
+            **(tools or {})}
+
+
+def code_namespace(ehr: Any, variables: Mapping[str, Any] | None = None, tools: Mapping[str, Any] | None = None,
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The namespace generated or remembered code runs in, for the agent, reuse and the session:
+    ``base_namespace`` plus the notebook's variables, as in the kernel, but never its ``answer``
+    (a stale one would pass for the code's result). Returns ``(namespace, the variables shared)``."""
+    namespace = base_namespace(ehr, tools)
+    shared = {k: v for k, v in (variables or {}).items() if k != "answer"}
+    for name, value in shared.items():
+        namespace.setdefault(name, value)
+    return namespace, shared
 
 
 class Executor:
@@ -116,7 +128,8 @@ class Executor:
 
         def target() -> None:
             try:
-                with limits.row_cap(self.max_rows):
+                # queries are capped and, as run, checked to be reads (SQL built at run time included)
+                with limits.row_cap(self.max_rows), sqlcheck.generated_code():
                     exec(compiled, ns)  # noqa: S102 (the executor is the one place code runs)
             except BaseException as exc:  # noqa: BLE001 (everything is reported, nothing escapes the thread)
                 outcome["error"] = exc

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.conversation import ConversationContext
-from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, base_namespace, is_empty_answer, reads_data
-from ehr_magic.agent.fewshot import ExampleSource, SeedExamples
+from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, reads_data
 from ehr_magic.agent.hints import value_hints
-from ehr_magic.agent.replies import parse_reply
-from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, preview
+from ehr_magic.agent.metadata import about_schema, metadata_only
+from ehr_magic.agent.replies import Reply, parse_reply
+from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import window as llm_window
 from ehr_magic.llm.config import LLMSettings
 from ehr_magic.llm.errors import LLMContextError
 from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens
 from ehr_magic.llm.window import ContextWindow
-
-from ehr_magic.safety import check_code, privacy
+from ehr_magic.memory.fewshot import Example, ExampleSource, SeedExamples
+from ehr_magic.safety import GuardReport, check_code, privacy
+from ehr_magic.safety.privacy import preview
 
 KnowledgeMode = Literal["separate", "inline", "off"]
 RunMode = Literal["auto", "review", "review-if-flagged"]
@@ -37,13 +38,17 @@ RunMode = Literal["auto", "review", "review-if-flagged"]
 
 _CUT_OFF = ("The model's reply was cut off at its token limit before any code was complete: raise the server's "
             "limit on reply tokens (or the model's context window) and ask again.")
+_METADATA = ("`answer` holds only names of columns or tables, not data: the question asks about the data, so "
+             "compute `answer` from the rows of the tables")
+_DEBUG_TABLES = 8  # columns of at most this many tables go to the debugger
 _NOT_FROM_DATA = ("`answer` was typed in, not computed from the data: the code never uses `ehr`; read the "
                   "database with ehr.sql or ehr.table and compute `answer` from what it returns")
 
 
 @dataclass
 class AgentSettings:
-    max_steps: int = 10
+    max_steps: int = 10  # the error budget: failed steps
+    max_observations: int = 3  # steps that only look (print, describe) before answering, counted apart
     shots: int = 4
     knowledge: KnowledgeMode = "inline"  # one call per step; see docs/agent.md for the measurement
     timeout: float = 60.0
@@ -56,12 +61,14 @@ class AgentSettings:
 
 @dataclass
 class Event:
-    kind: Literal["phase", "token", "step", "done"]
+    kind: Literal["phase", "context", "token", "step", "done"]
     phase: str = ""  # examples | knowledge | code | run | debug
     detail: str = ""
     step: ActionStep | None = None
     result: AgentResult | None = None
     elapsed: float = 0.0
+    examples: list[Example] = field(default_factory=list)  # context: the few-shot examples in the prompt
+    tables: list[str] = field(default_factory=list)  # context: the tables described in the prompt
 
 
 @dataclass
@@ -72,16 +79,52 @@ class Prompt:
     layout: budget.Layout
     window: ContextWindow
     tables: list[str]  # in the prompt, best first: the first ``layout.tables`` in full, the rest in one line
-    example_ids: list[str]
+    examples: list[Example]  # in the prompt, best first
     render: Callable[..., list[dict[str, str]]]  # layout (, knowledge) -> messages
+
+    @property
+    def example_ids(self) -> list[str]:
+        return [e.id for e in self.examples]
+
+
+@dataclass
+class _Run:
+    """The state of one question's run, step to step."""
+
+    question: str
+    context: ConversationContext | None
+    result: AgentResult
+    emit: Callable[..., None]
+    started: float
+    prompt: Prompt | None = None
+    messages: list[dict[str, str]] = field(default_factory=list)
+    window: ContextWindow | None = None
+    text: str = ""  # the latest reply
+    index: int = 0
+    failures: int = 0  # failed steps spend the error budget; look-ups have their own cap
+    observations: int = 0
+    reminded: bool = False
+    previous_code: str | None = None
+    done: bool = False
+
+    def progress(self, max_steps: int) -> str:
+        return f"step {self.index}/{max_steps + self.observations}"
+
+    def finish(self, message: str) -> None:
+        self.result.message, self.done = message, True
 
 
 class Agent:
     """Answers questions about one ``EHR`` with one LLM client."""
 
     def __init__(self, ehr: Any, llm: Any, *, examples: ExampleSource | None = None,
-                 settings: AgentSettings | None = None) -> None:
+                 settings: AgentSettings | None = None, tools: Mapping[str, Any] | None = None,
+                 skill_cards: Callable[[str, str], str] | None = None) -> None:
+        """``tools``: names the code may use besides ``ehr`` (the session gives ``skills``);
+        ``skill_cards(question, schema)``: the prompt lines about the skills a question needs."""
         self.ehr, self.llm = ehr, llm
+        self.tools = dict(tools or {})
+        self.skill_cards = skill_cards
         self.examples = examples or SeedExamples()
         self.settings = settings or AgentSettings()
         self.executor = Executor(ehr, timeout=self.settings.timeout)
@@ -92,121 +135,207 @@ class Agent:
             conversation_context: ConversationContext | None = None) -> AgentResult:
         """Answer ``question``; ``context`` (earlier turns, notebook variables) is
         rendered into its user message and its variables join the code's namespace."""
+        run = self._start(question, on_event, conversation_context)
+        while not run.done and run.failures < self.settings.max_steps:
+            self._step(run)
+        run.result.own_seconds = time.perf_counter() - run.started - run.result.model_seconds
+        run.emit(kind="done", result=run.result)
+        return run.result
+
+    def _start(self, question: str, on_event: Callable[[Event], None] | None,
+               conversation_context: ConversationContext | None) -> _Run:
+        """The first request: examples, tables, the window (and the knowledge call in ``separate`` mode)."""
         started = time.perf_counter()
-        emit = (lambda **kw: on_event(Event(elapsed=time.perf_counter() - started, **kw))) if on_event else (lambda **kw: None)
-        s = self.settings
+        emit = (lambda **kw: on_event(Event(elapsed=time.perf_counter() - started, **kw))) if on_event \
+            else (lambda **kw: None)
         result = AgentResult(question=question, status="failed", model=getattr(self.llm.settings, "model", ""))
         emit(kind="phase", phase="examples")
-        prompt = self.prompt(question, conversation_context)
-        messages, window = prompt.messages, prompt.window
-        result.examples, result.tables, result.context_window = prompt.example_ids, prompt.tables, window.tokens
-        if s.knowledge == "separate":
+        run = _Run(question, conversation_context, result, emit, started)
+        self._use_prompt(run, self.prompt(question, conversation_context))
+        if self.settings.knowledge == "separate":
             emit(kind="phase", phase="knowledge")
-            full = prompt.layout.tables
-            tables = context.table_details(self.ehr, prompt.tables[:full], prompt.tables[full:])
+            full = run.prompt.layout.tables
+            tables = context.table_details(self.ehr, run.prompt.tables[:full], run.prompt.tables[full:])
             ask = (f"Tables for this question:\n{tables}\n\n" if tables else "") + \
                 prompts.render("knowledge", question=question)
-            result.knowledge = self._call(result, "knowledge", [messages[0], _user(ask)]).text.strip()
-            messages = prompt.render(prompt.layout, result.knowledge)
-        reminded, previous_code = False, None
-        for index in range(1, s.max_steps + 1):
-            emit(kind="phase", phase="code", detail=f"step {index}/{s.max_steps}")
-            fitted = budget.trim_steps(messages, window)
-            if fitted is None:
-                result.message = budget.too_long(estimate_prompt_tokens(messages), window)
-                break
-            try:
-                completion = self._call(result, "code", fitted, on_token=lambda t: emit(kind="token", detail=t))
-            except LLMContextError as exc:  # the server's window is smaller than we were told
-                learned = llm_window.learn_from_error(getattr(self.llm, "settings", None), str(exc))
-                if index > 1 or learned is None or learned.tokens >= window.tokens:
-                    raise
-                prompt = self.prompt(question, conversation_context, window=learned)
-                messages, window = prompt.messages, prompt.window
-                result.examples, result.tables, result.context_window = prompt.example_ids, prompt.tables, window.tokens
-                completion = self._call(result, "code", messages, on_token=lambda t: emit(kind="token", detail=t))
-            text = completion.text
-            reply = parse_reply(text)
-            result.standalone_question = reply.standalone or result.standalone_question
-            if completion.finish_reason == "length" and (reply.kind == "none" or text.count("```") % 2):
-                result.message = _CUT_OFF  # a code block left open: the rest was cut
-                break
-            if reply.kind == "none" and not reminded:  # one reminder, then a clear failure
-                reminded = True
-                messages += [{"role": "assistant", "content": text}, _user(prompts.render("reminder"))]
-                completion = self._call(result, "reminder", budget.trim_steps(messages, window) or messages)
-                text = completion.text
-                reply = parse_reply(text)
-                result.standalone_question = reply.standalone or result.standalone_question
-            if reply.kind in ("clarify", "abstain"):
-                result.status = "clarify" if reply.kind == "clarify" else "abstained"
-                result.message = reply.message
-                break
-            if reply.kind == "none":
-                result.message = _CUT_OFF if completion.finish_reason == "length" else (
-                    "The model replied without code twice; try rephrasing the question, or use a model "
-                    "that follows instructions better.")
-                break
-            step = ActionStep(index, reply=text, code=reply.code,
-                              knowledge=result.knowledge if s.knowledge == "separate" else reply.knowledge)
-            flagged = s.run_mode == "review-if-flagged" and check_code(step.code).flagged
-            if not s.execute or s.run_mode == "review" or flagged:  # the analyst runs it after reading it
-                result.status, result.code, result.knowledge = "generated", step.code, step.knowledge
-                result.message = "flagged by the code guard for review: " + check_code(step.code).describe() \
-                    if flagged else "generated for review; not run"
-                result.steps.append(step)
-                break
-            emit(kind="phase", phase="run", detail=f"step {index}/{s.max_steps}")
-            namespace = base_namespace(self.ehr)
-            # the notebook's variables, but never its `answer`: a stale one would pass for this code's result
-            shared = {k: v for k, v in (conversation_context.namespace if conversation_context else {}).items()
-                      if k != "answer"}
-            for name, value in shared.items():  # the notebook's variables, as in the kernel
-                namespace.setdefault(name, value)
-            report = check_code(step.code)
-            if report.allowed or report.syntax_error:  # code that does not parse cannot run: the executor says why
-                execution = self.executor.run(step.code, namespace)
-            else:
-                execution = Execution(ok=False, error=ErrorInfo("Blocked", report.describe()), namespace=namespace)
-            step.run_seconds, step.stdout, step.error = execution.seconds, execution.stdout, execution.error
-            if execution.ok:
-                step.soft_failure = "the code did not set `answer`" if not execution.has_answer else (
-                    is_empty_answer(execution.answer)
-                    or ("" if reads_data(step.code, {"ehr", "skills", *shared}) else _NOT_FROM_DATA))
-                step.answer_preview = preview(execution.answer) if execution.has_answer else ""
-                accept_empty = step.soft_failure.startswith("`answer` is an empty") and (
-                    step.code == previous_code or "TERMINATE" in text)
-                if not step.soft_failure or accept_empty:
-                    step.soft_failure = ""
-                    result.status, result.answer, result.code = "answered", execution.answer, step.code
-                    result.knowledge = step.knowledge
-                    result.namespace = {k: v for k, v in namespace.items()
-                                        if not k.startswith("__") and not (k in shared and shared[k] is v)}
-                    result.steps.append(step)
-                    emit(kind="step", step=step)
-                    break
-            hints = value_hints(step.code, self.ehr) if report.allowed else []
-            step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
-            # What the model sees is masked at the privacy level; the analyst (result.message) sees everything.
-            shown_error = step.error if step.error is None or step.error.type == "Blocked" else \
-                privacy.mask_error(step.error, self.privacy, self.ehr, step.code)
-            trace = context.trace_text(shown_error, step.soft_failure,
-                                       privacy.mask_stdout(step.stdout, self.privacy, self.ehr, step.code))
-            if s.debugger and index < s.max_steps:
-                emit(kind="phase", phase="debug", detail=f"step {index}/{s.max_steps}")
-                step.debugger_note = self._debug(result, question, step.code, trace, step.hints)
-            step.feedback = prompts.render(
-                "feedback", outcome=trace,
-                hints=("\nValues in the code that match nothing stored:\n" + "\n".join(f"- {h}" for h in step.hints) + "\n") if step.hints else "",
-                debugger=f"\nDebugger's note: {step.debugger_note}\n" if step.debugger_note else "")
+            result.knowledge = self._call(result, "knowledge", [run.messages[0], _user(ask)]).text.strip()
+            run.messages = run.prompt.render(run.prompt.layout, result.knowledge)
+        return run
+
+    def _use_prompt(self, run: _Run, prompt: Prompt) -> None:
+        run.prompt, run.messages, run.window = prompt, prompt.messages, prompt.window
+        run.result.examples, run.result.tables = prompt.example_ids, prompt.tables
+        run.result.context_window = prompt.window.tokens
+        # what the model is shown, as it is chosen: front ends watch it without patching anything
+        run.emit(kind="context", examples=list(prompt.examples), tables=list(prompt.tables))
+
+    def _step(self, run: _Run) -> None:
+        """One step: a model call, its reply read, the code checked and run, the outcome judged and fed back."""
+        s, result = self.settings, run.result
+        run.index += 1
+        run.emit(kind="phase", phase="code", detail=run.progress(s.max_steps))
+        reply = self._reply(run)
+        if reply is None:
+            return
+        if reply.kind in ("clarify", "abstain"):
+            result.status = "clarify" if reply.kind == "clarify" else "abstained"
+            run.finish(reply.message)
+            return
+        step = ActionStep(run.index, reply=run.text, code=reply.code,
+                          knowledge=result.knowledge if s.knowledge == "separate" else reply.knowledge)
+        flagged = s.run_mode == "review-if-flagged" and check_code(step.code).flagged
+        if not s.execute or s.run_mode == "review" or flagged:  # the analyst runs it after reading it
+            result.status, result.code, result.knowledge = "generated", step.code, step.knowledge
             result.steps.append(step)
+            run.finish("flagged by the code guard for review: " + check_code(step.code).describe()
+                       if flagged else "generated for review; not run")
+            return
+        run.emit(kind="phase", phase="run", detail=run.progress(s.max_steps))
+        execution, report, shared = self._execute(step, run.context)
+        if execution.ok and self._judge(step, execution, result.standalone_question or run.question, shared,
+                                        looks_left=s.max_observations - run.observations,
+                                        repeated=step.code == run.previous_code):
+            result.status, result.answer, result.code = "answered", execution.answer, step.code
+            result.knowledge = step.knowledge
+            result.namespace = {k: v for k, v in execution.namespace.items()
+                                if not k.startswith("__") and not (k in shared and shared[k] is v)}
+            result.steps.append(step)
+            run.emit(kind="step", step=step)
+            run.finish("")  # an earlier step's failure is history
+            return
+        if step.observation:  # it looked: the output goes back, no debugger, no failure
+            run.observations += 1
+            step.feedback = prompts.render(
+                "observation", output=self._shown(execution, step, self.privacy),
+                remaining=_looks_left(s.max_observations - run.observations))
+        else:
+            run.failures += 1
+            self._feedback(result, step, report, run.question, run.context,
+                           debug=s.debugger and run.failures < s.max_steps,
+                           emit=lambda: run.emit(kind="phase", phase="debug", detail=run.progress(s.max_steps)))
             result.message = context.trace_text(step.error, step.soft_failure, step.stdout)
-            emit(kind="step", step=step)
-            messages += step.to_messages()
-            previous_code = step.code
-        result.own_seconds = time.perf_counter() - started - result.model_seconds
-        emit(kind="done", result=result)
-        return result
+        result.steps.append(step)
+        run.emit(kind="step", step=step)
+        run.messages += step.to_messages()
+        run.previous_code = step.code
+
+    def _reply(self, run: _Run) -> Reply | None:
+        """The model's reply to the messages so far, read; None when the run ends here (no room left in
+        the window, a reply cut off, or no code twice)."""
+        fitted = budget.trim_steps(run.messages, run.window)
+        if fitted is None:
+            run.finish(budget.too_long(estimate_prompt_tokens(run.messages), run.window))
+            return None
+        on_token = lambda t: run.emit(kind="token", detail=t)  # noqa: E731
+        try:
+            completion = self._call(run.result, "code", fitted, on_token=on_token)
+        except LLMContextError as exc:  # the server's window is smaller than we were told
+            learned = llm_window.learn_from_error(getattr(self.llm, "settings", None), str(exc))
+            if run.index > 1 or learned is None or learned.tokens >= run.window.tokens:
+                raise
+            self._use_prompt(run, self.prompt(run.question, run.context, window=learned))
+            completion = self._call(run.result, "code", run.messages, on_token=on_token)
+        reply = self._read(run, completion.text)
+        if completion.finish_reason == "length" and (reply.kind == "none" or run.text.count("```") % 2):
+            run.finish(_CUT_OFF)  # a code block left open: the rest was cut
+            return None
+        if reply.kind == "none" and not run.reminded:  # one reminder, then a clear failure
+            run.reminded = True
+            run.messages += [{"role": "assistant", "content": run.text}, _user(prompts.render("reminder"))]
+            completion = self._call(run.result, "reminder", budget.trim_steps(run.messages, run.window) or run.messages)
+            reply = self._read(run, completion.text)
+        if reply.kind == "none":
+            run.finish(_CUT_OFF if completion.finish_reason == "length" else (
+                "The model replied without code twice; try rephrasing the question, or use a model "
+                "that follows instructions better."))
+            return None
+        return reply
+
+    @staticmethod
+    def _read(run: _Run, text: str) -> Reply:
+        run.text = text
+        reply = parse_reply(text)
+        run.result.standalone_question = reply.standalone or run.result.standalone_question
+        return reply
+
+    def _execute(self, step: ActionStep, conversation_context: ConversationContext | None,
+                 ) -> tuple[Execution, GuardReport, dict[str, Any]]:
+        """Check and run the step's code with the notebook's variables; ``(execution, guard report,
+        the notebook variables shared with the code)``."""
+        namespace, shared = code_namespace(self.ehr, conversation_context.namespace if conversation_context else None,
+                                           self.tools)
+        report = check_code(step.code)
+        if report.allowed or report.syntax_error:  # code that does not parse cannot run: the executor says why
+            execution = self.executor.run(step.code, namespace)
+        else:
+            execution = Execution(ok=False, error=ErrorInfo("Blocked", report.describe()), namespace=namespace)
+        step.run_seconds, step.stdout, step.error = execution.seconds, execution.stdout, execution.error
+        return execution, report, shared
+
+    def _judge(self, step: ActionStep, execution: Execution, question: str, shared: dict[str, Any], *,
+               looks_left: int, repeated: bool) -> bool:
+        """Whether code that ran answered the question. When it did not, sets ``step.observation``
+        (it only looked, and may: the output goes back to the model) or ``step.soft_failure``."""
+        step.answer_preview = preview(execution.answer) if execution.has_answer else ""
+        if not execution.has_answer:
+            shown = bool(execution.stdout.strip()) or execution.last_value is not None
+            if shown and looks_left > 0:
+                step.observation = self._shown(execution, step, "full")
+                return False
+            step.soft_failure = "the code did not set `answer`" + (
+                " (it only looked, and the look-ups allowed for one question are used up: answer with what they "
+                "showed)" if shown else "")
+            return False
+        # names of columns or tables answer no question about the data: a look-up, unless the model
+        # keeps it (the same code again) or has no look-ups left
+        if looks_left > 0 and not repeated and not about_schema(question) and metadata_only(execution.answer, self.ehr):
+            step.observation = self._shown(execution, step, "full")
+            return False
+        step.soft_failure = is_empty_answer(execution.answer) \
+            or ("" if reads_data(step.code, {"ehr", *self.tools, *shared}) else _NOT_FROM_DATA)
+        # an empty answer stands when the model confirms it: the same code again, or TERMINATE
+        if step.soft_failure.startswith("`answer` is an empty") and (repeated or "TERMINATE" in step.reply):
+            step.soft_failure = ""
+        return not step.soft_failure
+
+    def _shown(self, execution: Execution, step: ActionStep, level: str) -> str:
+        """What a look-up step showed, at the privacy ``level``: its printed output, the value of its
+        last line, or an `answer` that holds only names of columns or tables."""
+        parts = []
+        if execution.stdout.strip():
+            stdout = execution.stdout if level == "full" else \
+                privacy.mask_stdout(execution.stdout, level, self.ehr, step.code)
+            parts.append(f"Printed output:\n{stdout.strip()}")
+        if execution.has_answer:
+            parts.append(f"`answer` = {privacy.describe_answer(execution.answer, level, ehr=self.ehr, code=step.code)}\n"
+                         f"{_METADATA}.")
+        elif execution.last_value is not None:
+            value = privacy.describe_answer(execution.last_value, level, ehr=self.ehr, code=step.code)
+            parts.append(f"Value of the last line:\n{value}")
+        return "\n".join(parts)
+
+    def _feedback(self, result: AgentResult, step: ActionStep, report: GuardReport, question: str,
+                  conversation_context: ConversationContext | None, *, debug: bool,
+                  emit: Callable[[], None]) -> None:
+        """The failure feedback of ``step``: what went wrong (masked at the privacy level), the
+        closest stored values of strings that match nothing, and the debugger's note."""
+        hints = value_hints(step.code, self.ehr) if report.allowed else []
+        step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
+        # What the model sees is masked at the privacy level; the analyst (result.message) sees everything.
+        shown_error = step.error if step.error is None or step.error.type == "Blocked" else \
+            privacy.mask_error(step.error, self.privacy, self.ehr, step.code)
+        trace = context.trace_text(shown_error, step.soft_failure,
+                                   privacy.mask_stdout(step.stdout, self.privacy, self.ehr, step.code))
+        if debug:
+            emit()
+            earlier = "\n".join(t.code for t in conversation_context.turns) if conversation_context else ""
+            step.debugger_note = self._debug(result, _debugged_question(question, result, conversation_context),
+                                             step.code, trace, step.hints, earlier_code=earlier)
+        step.feedback = prompts.render(
+            "feedback", outcome=trace,
+            hints=("\nValues in the code that match nothing stored:\n" + "\n".join(f"- {h}" for h in step.hints)
+                   + "\n") if step.hints else "",
+            debugger=f"\nDebugger's note: {step.debugger_note}\n" if step.debugger_note else "")
 
     def prompt(self, question: str, conversation_context: ConversationContext | None = None, *,
                window: ContextWindow | None = None) -> Prompt:
@@ -215,7 +344,7 @@ class Agent:
         Raises ``PromptTooLongError`` when even the smallest layout does not fit."""
         shots = self.examples.examples(question, self.ehr.schema, self.settings.shots)
         choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots])
-        skills_text = _skills_for(question, self.ehr.schema)
+        skills_text = self.skill_cards(question, self.ehr.schema) if self.skill_cards else ""
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
 
@@ -237,7 +366,7 @@ class Agent:
         full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text))
         layout, messages = budget.fit(full, render, window)
         return Prompt(messages, layout, window, list(choice.tables[:layout.tables + layout.brief]),
-                      [e.id for e in shots[:layout.examples]], render)
+                      list(shots[:layout.examples]), render)
 
     @cached_property
     def table_picker(self) -> TablePicker:
@@ -251,12 +380,17 @@ class Agent:
             return llm_window.context_window(settings)
         return ContextWindow(llm_window.DEFAULT_LOCAL_WINDOW, "default")
 
-    def _debug(self, result: AgentResult, question: str, code: str, trace: str, hints: list[str]) -> str:
-        tables = context.tables_in_code(self.ehr, code)
+    def _debug(self, result: AgentResult, question: str, code: str, trace: str, hints: list[str], *,
+               earlier_code: str = "") -> str:
+        # the tables the code names, then those of the conversation's earlier code and those chosen for
+        # the question: code that builds a table's name at run time, or never got to one, still gets
+        # the columns it is likely to need
+        named = [*context.tables_in_code(self.ehr, code), *context.tables_in_code(self.ehr, earlier_code)]
+        tables = list(dict.fromkeys([*named, *result.tables]))[:_DEBUG_TABLES]
         columns = "\n".join(f"{t}: {', '.join(self.ehr.columns(t))}" for t in tables)
         body = prompts.render("debugger", question=question, numbered_code=context.numbered(code),
                               trace=trace + ("\n" + "\n".join(hints) if hints else "") +
-                              (f"\n\nColumns of the tables used:\n{columns}" if columns else ""))
+                              (f"\n\nColumns of the tables:\n{columns}" if columns else ""))
         messages = [{"role": "system", "content": prompts.render("debugger_system")}, _user(body)]
         return self._call(result, "debug", messages).text.strip()
 
@@ -269,11 +403,22 @@ class Agent:
         return completion
 
 
-def _skills_for(question: str, schema: str) -> str:
-    """Only the verified clinical skills relevant to this question (retrieved, not all)."""
-    from ehr_magic import skills
+def _debugged_question(question: str, result: AgentResult, conversation: ConversationContext | None) -> str:
+    """The question as the debugger needs it: standalone. A follow-up's few words ("Only in August.")
+    mean nothing alone, so the model's restatement, else the earlier questions, go with them."""
+    if result.standalone_question and result.standalone_question != question:
+        return f"{result.standalone_question}\n(asked as a follow-up: {question})"
+    earlier = [turn.question for turn in conversation.turns] if conversation is not None else []
+    if not earlier:
+        return question
+    return "\n".join(["(the latest of a conversation; earlier questions:)", *(f"- {q}" for q in earlier[-3:]),
+                      question])
 
-    return skills.prompt_section(question, schema)
+
+def _looks_left(count: int) -> str:
+    if count <= 0:
+        return "That was the last look-up for this question: your next code must set `answer`."
+    return f"You may look {count} more time{'s' if count != 1 else ''} before you answer."
 
 
 def _user(content: str) -> dict[str, str]:

@@ -12,9 +12,11 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-PROMPT_VERSION = 4  # 3: a table index in the system prompt, the chosen tables in full with the question;
-# 4: chosen tables past the schema share in one line each ("Maybe needed too")
-NAMES = ("system", "knowledge", "question", "example", "feedback", "debugger_system", "debugger", "reminder",
+PROMPT_VERSION = 5  # 3: a table index in the system prompt, the chosen tables in full with the question;
+# 4: chosen tables past the schema share in one line each ("Maybe needed too");
+# 5: looking before answering (observation steps); templates say only what is there
+NAMES = ("system", "knowledge", "question", "example", "feedback", "observation", "debugger_system", "debugger",
+         "reminder",
          "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.conversation)
          "time_calendar", "time_offset")  # how time works: the dataset clock, or offsets from each stay (eICU)
 

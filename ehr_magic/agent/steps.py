@@ -37,6 +37,7 @@ class ActionStep:
     knowledge: str = ""
     error: ErrorInfo | None = None
     soft_failure: str = ""  # ran, but the answer is unusable: why
+    observation: str = ""  # the code only looked (printed, described): what it showed the model
     hints: list[str] = field(default_factory=list)
     debugger_note: str = ""
     stdout: str = ""
@@ -46,7 +47,22 @@ class ActionStep:
 
     @property
     def succeeded(self) -> bool:
-        return bool(self.code) and self.error is None and not self.soft_failure
+        return bool(self.code) and self.error is None and not self.soft_failure and not self.observation
+
+    @property
+    def outcome(self) -> Literal["answered", "looked up", "failed"]:
+        """How front ends name the step: a look-up is progress, not a failure."""
+        return "looked up" if self.observation else "answered" if self.succeeded else "failed"
+
+    def line(self, limit: int = 160) -> str:
+        """One line for front ends: "step 2 looked up: ...", "step 1 failed: ...", "step 3: answered"."""
+        if self.succeeded:
+            return f"step {self.index}: answered"
+        if self.observation:  # its first line of output, past headings such as "Printed output:"
+            lines = [line.strip() for line in self.observation.splitlines() if line.strip() and not line.endswith(":")]
+        else:
+            lines = (self.error.describe() if self.error else self.soft_failure).splitlines()
+        return f"step {self.index} {self.outcome}: {(lines or [''])[0][:limit]}"
 
     def to_messages(self) -> list[dict[str, str]]:
         messages = [{"role": "assistant", "content": self.reply}]
@@ -58,6 +74,7 @@ class ActionStep:
         return {
             "index": self.index, "code": self.code, "knowledge": self.knowledge,
             "error": self.error.describe() if self.error else None, "soft_failure": self.soft_failure or None,
+            "observation": self.observation or None, "outcome": self.outcome,
             "hints": self.hints, "debugger_note": self.debugger_note or None, "stdout": self.stdout,
             "answer_preview": self.answer_preview, "run_seconds": round(self.run_seconds, 4),
         }
@@ -134,13 +151,3 @@ def to_json_value(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return str(value)
-
-
-def preview(value: Any, limit: int = 1500) -> str:
-    """A short text view of an answer for feedback and memory."""
-    if isinstance(value, pl.DataFrame):
-        with pl.Config(tbl_rows=10, tbl_cols=12, fmt_str_lengths=60):
-            text = f"DataFrame with {value.height} rows x {value.width} columns:\n{value}"
-    else:
-        text = repr(value)
-    return text if len(text) <= limit else text[:limit] + " ..."

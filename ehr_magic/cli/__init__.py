@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from ehr_magic import __version__
+from ehr_magic.version import __version__
 from ehr_magic.errors import EhrMagicError
 
 # Subcommand modules, in the order `ehr-magic --help` lists them.

@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from ehr_magic.agent import AgentSettings, Event
-from ehr_magic.agent.steps import preview, to_json_value
+from ehr_magic.agent.steps import to_json_value
+from ehr_magic.safety.privacy import preview
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``ask`` and ``chat`` share: database, model, memory and agent settings."""
-    parser.add_argument("--db", required=True, help="database: a .duckdb file built with `ehr-magic data`, "
-                        "or a server URL (postgresql://..., sc://...)")
+    parser.add_argument("--db", help="database: a .duckdb file built with `ehr-magic data`, or a server URL "
+                        "(postgresql://..., sc://...); default, as in the notebook: EHR_MAGIC_DB, else the demo "
+                        "database")
     parser.add_argument("--model", help="model name (default: config file or EHR_MAGIC_MODEL)")
     parser.add_argument("--memory", help="memory file (default: EHR_MAGIC_MEMORY or the user data dir, as the magic)")
     parser.add_argument("--regenerate", action="store_true", help="ignore memory and ask the model anew")
@@ -38,6 +40,21 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per code run (default 60)")
     parser.add_argument("--privacy", choices=["schema", "aggregates", "full"],
                         help="what the model may see of the data (default: by dataset)")
+
+
+def open_database(args: argparse.Namespace) -> Any:
+    """The database ``--db`` names, else the magic's default (EHR_MAGIC_DB, else the
+    demo database); which one is said on stderr, so that --json output stays clean."""
+    from ehr_magic.data import connect
+    from ehr_magic.data.demo import default_target, resolve_database
+
+    target = args.db or default_target()
+    path, what = resolve_database(target, say=lambda line: print(line, file=sys.stderr))
+    ehr = connect(path)
+    origin = ("" if args.db else " EHR_MAGIC_DB names it." if target != "demo"
+              else " It is the default, as neither --db nor EHR_MAGIC_DB names one.")
+    print(f"Database: {ehr.location}, {what or ehr.dataset}.{origin}", file=sys.stderr)
+    return ehr
 
 
 def open_session(args: argparse.Namespace, ehr: Any):
@@ -52,9 +69,7 @@ def open_session(args: argparse.Namespace, ehr: Any):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ehr_magic.data import connect
-
-    with connect(args.db) as ehr:
+    with open_database(args) as ehr:
         session = open_session(args, ehr)
         try:
             answer = session.ask(args.question, regenerate=args.regenerate, on_event=None if args.json else progress)
@@ -91,8 +106,7 @@ def progress(event: Event) -> None:
     if event.kind == "phase":
         print(f"[{event.elapsed:6.1f}s] {event.phase} {event.detail}", file=sys.stderr)
     elif event.kind == "step" and event.step and not event.step.succeeded:
-        reason = event.step.error.describe() if event.step.error else event.step.soft_failure
-        print(f"          step {event.step.index} failed: {reason.splitlines()[0]}", file=sys.stderr)
+        print(f"          {event.step.line()}", file=sys.stderr)
 
 
 def print_answer(answer: Any) -> None:

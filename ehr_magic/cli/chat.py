@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ehr_magic.cli.ask import accept, add_session_arguments, open_session, print_answer, progress
+from ehr_magic.cli.ask import accept, add_session_arguments, open_database, open_session, print_answer, progress
 from ehr_magic.errors import EhrMagicError
 
 COMMANDS = "/new  new conversation   /history  this conversation   /accept  store the last answer   /quit  leave"
@@ -26,10 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ehr_magic.data import connect
-
     interactive = sys.stdin.isatty()
-    with connect(args.db) as ehr:
+    with open_database(args) as ehr:
         session = open_session(args, ehr)
         print(f"ehr-magic chat on {ehr.dataset} (schema {ehr.schema}). {COMMANDS}")
         last = None

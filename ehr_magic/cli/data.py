@@ -49,9 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="replace the stored knowledge with this file")
     know.set_defaults(func=run_knowledge)
 
-    get = data.add_parser("fetch", help="download an open dataset (checksums verified)")
+    get = data.add_parser("fetch", help="download an open dataset, or take a local copy (checksums verified)")
     get.add_argument("dataset", choices=["mimic-iv-demo"], help="what to download")
-    get.add_argument("--url", help=f"base URL (default {fetch.MIMIC_IV_DEMO_URL})")
+    origin = get.add_mutually_exclusive_group()
+    origin.add_argument("--url", help=f"base URL (default {fetch.MIMIC_IV_DEMO_URL})")
+    origin.add_argument("--from", dest="local", nargs="+", action="extend", metavar="DIR",
+                        help="copy from a local copy instead of downloading (the folder with hosp/ and icu/; "
+                        "add a second folder for files it lacks)")
     get.add_argument("--dir", help="target folder (default: the user cache)")
     get.add_argument("--quiet", action="store_true", help="no progress bar")
     get.set_defaults(func=run_fetch)
@@ -90,12 +94,21 @@ def run_load(args: argparse.Namespace) -> int:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    with progress_bar("downloading", quiet=args.quiet) as progress:
-        report = fetch.fetch_mimic_iv_demo(args.url, args.dir, progress=progress)
-    print(f"{report.directory}: {len(report.downloaded)} files downloaded, "
-          f"{len(report.already_present)} already present, all checksums verified.")
-    for name in report.missing_on_server:
-        print(f"warning: {name} is listed in SHA256SUMS.txt but missing on the server.", file=sys.stderr)
+    if args.local:
+        report = fetch.copy_mimic_iv_demo(args.local, args.dir)
+        print(f"{report.directory}: {len(report.downloaded)} files copied, {len(report.already_present)} already "
+              "there; every table present, every published checksum verified.")
+    else:
+        with progress_bar("downloading", quiet=args.quiet) as progress:
+            report = fetch.fetch_mimic_iv_demo(args.url, args.dir, progress=progress)
+        print(f"{report.directory}: {len(report.downloaded)} files downloaded, "
+              f"{len(report.already_present)} already present, all checksums verified.")
+    for name in report.unverified:
+        print(f"warning: {name} is not verified, as no checksum is published for it.", file=sys.stderr)
+    if report.missing_on_server:
+        print(f"warning: {', '.join(report.missing_on_server)} listed in SHA256SUMS.txt but missing on the server, "
+              "so the copy is incomplete and the demo will not be built from it.", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -127,8 +140,11 @@ def run_knowledge(args: argparse.Namespace) -> int:
               f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it once they "
               "connect again (%ehr connect).")
         return 0
+    from ehr_magic.data.knowledge_view import knowledge_view
+
     with connect(args.file) as ehr:
         knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge
+        view = knowledge_view(ehr)
         print(f"{ehr.location}\n  schema {ehr.schema}  now {ehr.now:%Y-%m-%d %H:%M:%S}")
     if knowledge is None:
         print("  no knowledge: the model sees bare table and column names. Write a knowledge file and "
@@ -141,8 +157,12 @@ def run_knowledge(args: argparse.Namespace) -> int:
     print(f"  {len(knowledge.tables)} tables described, {joins} joins, "
           f"{len(knowledge.vocabulary_columns())} lookup columns"
           + (f"; not described: {', '.join(undescribed)}" if undescribed else ""))
+    counts = view.counts()
+    print(f"  {counts['drafted']} statements drafted by ehr-magic, {counts['confirmed']} written or confirmed "
+          f"by a person; the clock is {view.clock.mark}")
     width = max(len(name) for name in knowledge.tables)
-    for info in knowledge.tables.values():
-        print(f"  {info.name:<{width}}  {info.row}")
+    for table in view.tables:
+        if table.name in knowledge.tables:
+            print(f"  {table.name:<{width}}  [{table.meaning_mark}] {knowledge.tables[table.name].row}")
     print(f"Read or edit it all: ehr-magic data knowledge {redact(str(args.file))} --export FILE.yaml")
     return 0

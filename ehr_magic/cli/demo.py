@@ -25,10 +25,15 @@ QUICKSTART = "quickstart.ipynb"
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("demo", help="build the demo database and open JupyterLab on the quickstart notebook",
-                            description="Build the demo database (the MIMIC-IV demo when it can be fetched, "
-                            "otherwise synthetic data), show what it holds, copy the example notebooks into "
-                            "--dir and open JupyterLab on the quickstart, connected to that database.")
-    parser.add_argument("--synthetic", action="store_true", help="use the built-in synthetic data")
+                            description="Build the demo database (the MIMIC-IV demo from --from DIR, the cache "
+                            "or a download, each verified complete; otherwise synthetic data), show what it holds, "
+                            "copy the example notebooks into --dir and open JupyterLab on the quickstart, connected "
+                            "to that database.")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--synthetic", action="store_true", help="use the built-in synthetic data")
+    source.add_argument("--from", dest="local", nargs="+", action="extend", metavar="DIR",
+                        help="build from a local copy of the MIMIC-IV demo (the folder with hosp/ and icu/; "
+                        "add a second folder for files it lacks, e.g. chartevents)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the database even if cached")
     parser.add_argument("--url", help="where to fetch the MIMIC-IV demo from")
     parser.add_argument("--dir", type=Path, help="folder for your copy of the notebooks (default: ~/ehr-magic-notebooks)")
@@ -41,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with progress_bar("building the demo database") as progress:
-        demo = demo_database(synthetic_only=args.synthetic, rebuild=args.rebuild, url=args.url,
+        demo = demo_database(synthetic_only=args.synthetic, rebuild=args.rebuild, url=args.url, local=args.local,
                              progress=progress, say=lambda line: stderr.print(line))
     with connect(demo.path) as ehr:
         info = ehr.info()

@@ -1,6 +1,6 @@
 """``ehr-magic memory``: look into and manage the long-term memory store.
 
-    ehr-magic memory list|search|show|delete|export|import|stats [--store PATH]
+    ehr-magic memory list|search|show|delete|clear|export|import|stats [--store PATH]
 
 ``--store`` defaults to ``$EHR_MAGIC_MEMORY``, else ``memory.sqlite`` in the user data
 folder. Every subcommand is a thin layer over ``ehr_magic.memory.MemoryStore``.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = actions.add_parser("delete", parents=[common], help="delete entries by id")
     p.add_argument("ids", type=int, nargs="+", metavar="ID")
     p.set_defaults(func=run_delete)
+
+    p = actions.add_parser("clear", parents=[common], help="delete every entry: start with an empty memory",
+                           description="Delete every entry (or those of one schema), e.g. to undo what running the "
+                           "demo notebooks stored. Export them first to keep a copy.")
+    p.add_argument("--schema", help="only entries of this schema fingerprint")
+    p.add_argument("--yes", action="store_true", help="delete without asking (required when not at a terminal)")
+    p.set_defaults(func=run_clear)
 
     p = actions.add_parser("export", parents=[common], help="write entries to a JSONL file")
     p.add_argument("path")
@@ -186,6 +194,28 @@ def run_delete(args: argparse.Namespace) -> int:
         return 0
 
     return _with_store(args, action)
+
+
+def run_clear(args: argparse.Namespace) -> int:
+    def action(store: MemoryStore) -> int:
+        count = len(store.list(schema=args.schema)) if args.schema else len(store)
+        what = f"{count} {'entry' if count == 1 else 'entries'}" + (f" of schema {args.schema}" if args.schema else "")
+        if count and not args.yes and not _confirmed(f"Delete {what} from {store.path}? [y/N] "):
+            print("Nothing deleted; keep a copy first with `ehr-magic memory export FILE`, then clear with --yes.")
+            return 1
+        removed = store.clear(schema=args.schema)
+        print(f"Deleted {removed} {'entry' if removed == 1 else 'entries'} from {store.path}; memory starts empty"
+              + (f" for schema {args.schema}." if args.schema else "."))
+        return 0
+
+    return _with_store(args, action)
+
+
+def _confirmed(prompt: str) -> bool:
+    """Ask at a terminal; anything but a yes (or no terminal at all) is a no."""
+    if not sys.stdin.isatty():
+        return False
+    return input(prompt).strip().lower() in ("y", "yes")
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import duckdb
 
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.errors import DataSourceError
-
-META_TABLE = "_ehr_meta"
-KNOWLEDGE_TABLE = "_ehr_knowledge"  # (schema, yaml): knowledge that travels with the data
+from ehr_magic.version import __version__
 
 
 def write_metadata(
@@ -38,7 +37,6 @@ def write_metadata(
     """
     if isinstance(now, dt.datetime):
         now = now.strftime("%Y-%m-%d %H:%M:%S")
-    from ehr_magic import __version__
 
     values = {
         "schema": schema,

@@ -150,13 +150,15 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str
                    for c in table.columns.values()}
         row = meaning.table_line(table, own, dictionaries, tables, referrers.get(table.name, []))
         infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
-                                      joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary))
+                                      joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
+                                      key=table.key)
     _note_renamed_columns(infos, tables)
     anchor = now or (clock.now if clock else None)
     knowledge = Knowledge(
         schema=schema, version=1, title=f"{dataset} (a folder of tables, knowledge drafted from the data)",
         introduction=_introduction(dataset, len(files), now, clock),
-        conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted")
+        conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted",
+        drafted=True, clock=meaning.show(anchor) if anchor else None)
     return knowledge, anchor
 
 

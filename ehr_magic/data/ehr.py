@@ -19,14 +19,17 @@ from typing import Any
 import polars as pl
 from rapidfuzz import process
 
+from ehr_magic.data.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.data.clock import Clock, Unit, parse_time
+from ehr_magic.data.found import Found
 from ehr_magic.data.lookup import Vocabulary, VocabularyCache
 from ehr_magic.data.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
 from ehr_magic.data.offsets import minutes as _minutes
 from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
 from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
 from ehr_magic.errors import EhrMagicError
-from ehr_magic.safety import limits
+from ehr_magic.safety import limits, privacy
+from ehr_magic.safety import sql as sqlcheck
 
 
 def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None, **options: Any) -> EHR:
@@ -74,11 +77,13 @@ class EHR:
             self._engine.close()
             raise
         self._vocabularies = VocabularyCache(self._distinct_values)
+        self._lookup_columns: list[tuple[str, str]] | None = None
 
     # -- queries ---------------------------------------------------------------------------
 
     def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
         """Run a read-only SQL query (DuckDB dialect) and return a polars DataFrame."""
+        sqlcheck.check_generated(query)  # model-written code: the SQL as it runs must be a read
         return self._run(query, params)
 
     def table(self, name: str) -> pl.LazyFrame:
@@ -133,7 +138,9 @@ class EHR:
         """The ``k`` stored values of ``table.column`` closest to ``text``, best first.
 
         Tolerates case, spacing, punctuation, partial matches and word order, e.g.
-        ``lookup('d_labitems', 'label', 'RDW')`` finds ``'rdw'``. With ``scores=True``
+        ``lookup('d_labitems', 'label', 'RDW')`` finds ``'rdw'``, and knows clinical
+        abbreviations, brand names and synonyms: 'Hb' finds 'hemoglobin', 'Lasix'
+        'furosemide', 'COPD' 'chronic obstructive pulmonary disease'. With ``scores=True``
         returns ``(value, score)`` pairs (score 0-100).
         """
         table = self._check_table(table)
@@ -141,8 +148,38 @@ class EHR:
             raise EhrMagicError(
                 f"Table {table} has no column {column!r}; its columns are: {', '.join(self._table_columns[table])}."
             )
-        matches = self._vocabularies.get(table, column).match(text, k)
+        matches = self._vocabularies.get(table, column).match(text, k, clinical_vocabulary().alternatives(text))
         return matches if scores else [value for value, _ in matches]
+
+    def find(self, text: str, k: int = 10, *, min_score: float = 80.0) -> Found:
+        """Where ``text`` is stored and how it is spelled there: the ``k`` closest values
+        of every lookup column (the dictionary columns: names of labs, drugs, diagnoses,
+        procedures, units), as a table of ``table, column, value, score``, best first.
+
+        ``ehr.find('Hb')`` shows ``d_labitems.label = 'hemoglobin'``; pass the table and
+        column it names to ``ehr.lookup`` or use the value in a query. Patient-level
+        columns are never searched.
+        """
+        alternatives = clinical_vocabulary().alternatives(text)
+        rows = []
+        for table, column in self.lookup_columns():
+            for value, score in self._vocabularies.get(table, column).match(text, k, alternatives, exhaustive=False):
+                if score >= min_score:
+                    rows.append((table, column, value, score))
+        rows.sort(key=lambda row: (-row[3], len(row[2]), row[0], row[1], row[2]))
+        frame = pl.DataFrame(rows[:k], schema=Found.SCHEMA, orient="row")
+        return Found(frame, query=text, searched=len(self.lookup_columns()))
+
+    def lookup_columns(self) -> list[tuple[str, str]]:
+        """The ``(table, column)`` text columns worth a value lookup: the knowledge's
+        vocabulary columns (packaged, drafted or imported), else the text columns of
+        dictionary tables; only those that privacy counts as vocabulary, never patient data."""
+        if self._lookup_columns is None:
+            candidates = self.knowledge.vocabulary_columns() if self.knowledge else privacy.dictionary_columns(self)
+            self._lookup_columns = [(t, c) for t, c in candidates
+                                    if t in self._table_columns
+                                    and self._table_columns[t].get(c, "").startswith("VARCHAR")]
+        return list(self._lookup_columns)
 
     def vocabulary(self, table: str, column: str) -> Vocabulary:
         """The indexed distinct values of ``table.column`` (read once, then cached)."""

@@ -22,19 +22,29 @@ The descriptions are package data, one YAML file per schema id in
         row: One row per hospital admission.
         description: ...            # optional
         columns: {subject_id: ..., hadm_id: ...}
+        key: hadm_id                             # optional; the column that identifies a row
         joins: [patients ON subject_id]          # optional; "<table> ON <condition>"
         vocabulary: [admission_type]             # optional; columns worth a value lookup
+        confirmed: [meaning, joins]              # optional; see "Who wrote what" below
 
 Users can describe their own schema, or replace a packaged description, by putting
 ``<schema>.yaml`` in a directory and passing it: ``load("mimic_iv", extra_dirs=[dir])``.
 Directories are searched in order and the first file found replaces the packaged one
 entirely (there is no merging). Every file is validated when loaded; a malformed one
 raises ``EhrMagicError`` naming the file and the problem.
+
+Who wrote what. Knowledge drafted from the data declares ``drafted: true``; each of its
+statements is then drafted unless the table (or the top level, for the clock and the
+introduction) lists it under ``confirmed``: ``meaning`` (row and description), ``key``,
+``joins``, ``lookup`` (the vocabulary) and ``columns.<name>``. A file without
+``drafted: true`` (the packaged ones) was written by people throughout. ``clock`` (top
+level, optional) is the dataset's current time, or a ``table.column`` whose latest value is.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import difflib
 import functools
 import importlib.resources
@@ -54,12 +64,22 @@ __all__ = ["Knowledge", "TableInfo", "available", "load", "parse"]
 
 _SUFFIXES = (".yaml", ".yml")
 _TOP_REQUIRED = ("schema", "version", "title", "introduction", "tables")
-_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "conventions"))
+_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "conventions", "drafted", "clock", "confirmed"))
 _TABLE_REQUIRED = ("row", "columns")
-_TABLE_ALLOWED = frozenset((*_TABLE_REQUIRED, "module", "description", "joins", "vocabulary"))
+_TABLE_ALLOWED = frozenset((*_TABLE_REQUIRED, "module", "description", "key", "joins", "vocabulary", "confirmed"))
+# The statements a person can confirm (see "Who wrote what" above); columns.<name> as well.
+TABLE_STATEMENTS = ("meaning", "key", "joins", "lookup")
+TOP_STATEMENTS = ("introduction", "clock")
+DRAFTED, CONFIRMED = "drafted", "confirmed"
 _JOIN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+ON\s+\S")
 
 ExtraDirs = Iterable[str | os.PathLike[str]] | None
+
+
+def join_target(join: str) -> str | None:
+    """The table a join (``"<table> ON <condition>"``) joins to; None if it does not read so."""
+    match = _JOIN.match(join)
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True)
@@ -73,6 +93,8 @@ class TableInfo:
     columns: dict[str, str]
     joins: tuple[str, ...] = ()
     vocabulary: tuple[str, ...] = ()
+    key: str | None = None
+    confirmed: tuple[str, ...] = ()  # statements a person wrote or confirmed (only read when drafted)
 
     @property
     def join_targets(self) -> tuple[str, ...]:
@@ -117,6 +139,17 @@ class Knowledge:
     tables: dict[str, TableInfo]
     source: str = field(default="", compare=False)
     absent: tuple[str, ...] = ()  # described tables this database does not have (see restricted_to)
+    drafted: bool = False  # drafted from the data: statements not confirmed are marked drafted
+    clock: str | None = None  # the dataset's current time, or the table.column whose latest value is
+    confirmed: tuple[str, ...] = ()  # top-level statements a person wrote or confirmed
+
+    def mark(self, statement: str, table: str | None = None) -> str:
+        """``"drafted"`` or ``"confirmed"`` (written or confirmed by a person) for one statement:
+        a top-level one (``clock``, ``introduction``) or, with ``table``, one of that table's."""
+        if not self.drafted:
+            return CONFIRMED
+        confirmed = self.tables[table].confirmed if table is not None else self.confirmed
+        return CONFIRMED if statement in confirmed else DRAFTED
 
     def restricted_to(self, present: Iterable[str]) -> Knowledge:
         """A copy describing only the tables in ``present`` (case-insensitive): the others
@@ -193,14 +226,23 @@ class Knowledge:
             body["row"] = info.row
             if info.description:
                 body["description"] = info.description
+            if info.key:
+                body["key"] = info.key
             body["columns"] = dict(info.columns)
             if info.joins:
                 body["joins"] = list(info.joins)
             if info.vocabulary:
                 body["vocabulary"] = list(info.vocabulary)
+            if self.drafted:
+                body["confirmed"] = list(info.confirmed)
             tables[info.name] = body
         data: dict[str, Any] = {"schema": self.schema, "version": self.version, "title": self.title,
                                 "introduction": self.introduction}
+        if self.drafted:
+            data["drafted"] = True
+            data["confirmed"] = list(self.confirmed)
+        if self.clock:
+            data["clock"] = self.clock
         if self.conventions:
             data["conventions"] = list(self.conventions)
         data["tables"] = tables
@@ -318,8 +360,7 @@ def _parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        problem = " ".join(str(exc).split())
-        raise EhrMagicError(f"Knowledge file {source} is not valid YAML: {problem}") from None
+        raise EhrMagicError(f"Knowledge file {source} is not valid YAML: {_yaml_problem(exc)}") from None
     try:
         return _build(data, source=source, expected_schema=expected_schema)
     except _Malformed as exc:
@@ -343,6 +384,9 @@ def _build(data: Any, *, source: str, expected_schema: str) -> Knowledge:
     if not isinstance(raw_tables, dict) or not raw_tables:
         raise _Malformed("tables must be a non-empty mapping of table name to its description.")
     tables = {str(name): _table(str(name), body) for name, body in raw_tables.items()}
+    drafted = data.get("drafted", False)
+    if not isinstance(drafted, bool):
+        raise _Malformed(f"drafted must be true or false, not {drafted!r}.")
     for info in tables.values():
         for join in info.joins:
             match = _JOIN.match(join)
@@ -360,7 +404,40 @@ def _build(data: Any, *, source: str, expected_schema: str) -> Knowledge:
         conventions=tuple(_text(rule, f"conventions item {i + 1}") for i, rule in enumerate(conventions)),
         tables=tables,
         source=source,
+        drafted=drafted,
+        clock=_clock(data.get("clock")),
+        confirmed=_statements(data.get("confirmed"), "the top level", TOP_STATEMENTS, ()),
     )
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """``line N: what is wrong``, naming the line where the broken construct starts."""
+    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+    words = [getattr(exc, "context", None), getattr(exc, "problem", None)]
+    problem = ", ".join(w for w in words if w) or " ".join(str(exc).split())
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    return f"{where}{problem}; fix that line and import again."
+
+
+def _clock(value: Any) -> str | None:
+    """The clock as written: a time (YAML may have read it as one already) or a table.column."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return _text(value, "clock").strip()
+
+
+def _statements(value: Any, where: str, allowed: tuple[str, ...], columns: Iterable[str]) -> tuple[str, ...]:
+    names = tuple(str(item) for item in _list(value, f"{where} confirmed"))
+    known = {*allowed, *(f"columns.{column}" for column in columns)}
+    for name in names:
+        if name not in known:
+            raise _Malformed(f"{where} confirms {name!r}, which is not one of its statements "
+                             f"({', '.join(allowed)} or columns.<column>).")
+    return tuple(dict.fromkeys(names))
 
 
 def _table(name: str, body: Any) -> TableInfo:
@@ -377,6 +454,9 @@ def _table(name: str, body: Any) -> TableInfo:
     for column in vocabulary:
         if column not in described:
             raise _Malformed(f"{where}: vocabulary column {column!r} is not among its columns.")
+    key = body.get("key")
+    if key is not None and str(key) not in described:
+        raise _Malformed(f"{where}: key {key!r} is not among its columns.")
     return TableInfo(
         name=name,
         module=None if module is None else _text(module, f"{where} module"),
@@ -385,6 +465,8 @@ def _table(name: str, body: Any) -> TableInfo:
         columns=described,
         joins=tuple(_text(j, f"{where} join") for j in _list(body.get("joins"), f"{where} joins")),
         vocabulary=vocabulary,
+        key=None if key is None else str(key),
+        confirmed=_statements(body.get("confirmed"), where, TABLE_STATEMENTS, described),
     )
 
 

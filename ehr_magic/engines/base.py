@@ -69,6 +69,10 @@ Progress = Callable[[str, int, int], None]
 
 # URL scheme -> "module:Class". Anything else is a DuckDB file path (FILE_ENGINE).
 FILE_ENGINE = "ehr_magic.engines.duckdb_engine:DuckDBEngine"
+# Tables every engine keeps beside the data: metadata (key, value) and the knowledge that
+# travels with it (schema, yaml). Written by ehr_magic.data.build; read by every engine.
+META_TABLE = "_ehr_meta"
+KNOWLEDGE_TABLE = "_ehr_knowledge"
 ENGINES: dict[str, str] = {
     "postgresql": "ehr_magic.engines.postgres:PostgresEngine",
     "postgres": "ehr_magic.engines.postgres:PostgresEngine",

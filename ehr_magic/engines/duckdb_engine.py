@@ -18,9 +18,9 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, first_line
-from ehr_magic.errors import DatabaseError, ReadOnlyError
+from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 from ehr_magic.safety import limits
 
 _SAFE_CONFIG = {"enable_external_access": False, "lock_configuration": True}
@@ -133,13 +133,14 @@ def safety_error(exc: duckdb.Error) -> Exception:
     message = first_line(exc)
     if "read-only" in message:
         return ReadOnlyError(
-            f"The database is open read-only for analysis, so this statement cannot run ({message}). "
+            f"The database is open read-only for analysis, so this statement cannot run: {sentences(message)} "
             "Use SELECT queries; to change the data, rebuild it with `ehr-magic data`."
         )
     if "configuration has been locked" in message:
-        return ReadOnlyError(f"Settings of the analysis connection are locked for safety ({message}).")
+        return ReadOnlyError(f"Settings of the analysis connection are locked for safety: {sentences(message)}")
     if isinstance(exc, duckdb.PermissionException):
         return ReadOnlyError(
-            f"File access from SQL is disabled for safety ({message}). Query the tables of the connected database."
+            f"File access from SQL is disabled for safety: {sentences(message)} Query the tables of the connected "
+            "database."
         )
     return exc

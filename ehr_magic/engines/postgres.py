@@ -33,9 +33,9 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
-from ehr_magic.errors import DatabaseError, ReadOnlyError
+from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 
 DEFAULT_STATEMENT_TIMEOUT = "300s"
 CONNECT_TIMEOUT_SECONDS = "10"
@@ -288,7 +288,7 @@ class PostgresEngine(Engine):
         message = _server_message(exc)
         if getattr(exc, "sqlstate", None) == "25006" or "read-only transaction" in message:
             return ReadOnlyError(
-                f"The PostgreSQL session is read-only for analysis, so this statement cannot run ({message}). "
+                f"The PostgreSQL session is read-only for analysis, so this statement cannot run: {message} "
                 "Use SELECT queries.")
         if getattr(exc, "sqlstate", None) == "57014" or "canceling statement" in message:
             return QueryError(self.name, f"{message} (stopped by the time limit or statement_timeout)", sql)
@@ -321,7 +321,7 @@ def _connect_problem(target: Target, exc: Exception) -> str:
         return f"{where} has no user {target.user}; fix the user name in the URL."
     if any(s in text for s in ("Connection refused", "could not connect", "timeout expired", "could not translate",
                                "No route to host", "Network is unreachable")):
-        return f"Cannot reach {where} ({_server_message(exc)}); check that it is running and the host and port are right."
+        return f"Cannot reach {where}: {_server_message(exc)} Check that it is running and the host and port are right."
     return f"Cannot connect to {where}: {_server_message(exc)}"
 
 
@@ -334,7 +334,7 @@ def _server_message(exc: Exception) -> str:
     text = re.sub(r"\s*\.?\s*SQLSTATE: \w+\s*$", "", text, flags=re.MULTILINE)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     keep = [line for line in lines if not line.startswith(("Query was:", "SQLSTATE"))]
-    return " ".join(keep[:3]) if keep else type(exc).__name__
+    return sentences("\n".join(keep[:3])) if keep else f"{type(exc).__name__}."
 
 
 def _duckdb_like(table: pa.Table) -> pa.Table:

@@ -33,9 +33,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ehr_magic.data.build import KNOWLEDGE_TABLE, META_TABLE
+from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
-from ehr_magic.errors import DatabaseError, ReadOnlyError
+from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 
 DEFAULT_PORT = 15002
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -285,8 +285,9 @@ def _session(target: Target) -> Any:
         with socket.create_connection((target.host, target.port), timeout=CONNECT_TIMEOUT_SECONDS):
             pass
     except OSError as exc:
-        raise DatabaseError(f"Cannot reach the Spark Connect server at {target.where()} ({exc.strerror or exc}); "
-                            "check that it is running and the host and port are right.") from None
+        raise DatabaseError(f"Cannot reach the Spark Connect server at {target.where()}: "
+                            f"{sentences(exc.strerror or exc)} Check that it is running and the host and port "
+                            "are right.") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         spark = session_class.builder.remote(target.url).create()

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from ehr_magic.engines import spark_sql
-from ehr_magic.errors import EhrMagicError, ReadOnlyError
+from ehr_magic.errors import EhrMagicError, ReadOnlyError, sentences
 
 
 
@@ -77,8 +77,8 @@ def to_dialect(sql: str, dialect: str, params: list[Any] | dict[str, Any] | None
     try:
         text = tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as exc:
-        raise TranslationError(f"{target} cannot express part of this query ({_first_line(exc)}); "
-                               "rewrite it with simpler SQL.") from None
+        raise TranslationError(f"{target} cannot express part of this query: {sentences(_first_line(exc))} "
+                               "Rewrite it with simpler SQL.") from None
     return text, positional
 
 

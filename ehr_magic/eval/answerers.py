@@ -33,7 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ehr_magic.errors import EhrMagicError
+from ehr_magic.errors import EhrMagicError, sentences
 from ehr_magic.eval.datasets import Item, Split
 from ehr_magic.eval.sqlite_dialect import SQLiteTranslator, translator_for
 
@@ -196,7 +196,7 @@ def make_answerer(mode: str, context: EvalContext) -> Answerer:
         try:
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as exc:
-            raise EhrMagicError(f"Mode {mode} is not available yet ({factory}: {exc}).") from None
+            raise EhrMagicError(f"Mode {mode} is not available yet: {factory} fails with {sentences(exc)}") from None
     answerer = factory(context)
     if not isinstance(answerer, Answerer):
         raise TypeError(f"The {mode} answerer factory returned {answerer!r}, which has no answer(question, qid).")

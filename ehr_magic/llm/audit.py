@@ -21,9 +21,10 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal, Mapping
 
-from ehr_magic.errors import EhrMagicError
+from ehr_magic import migrations
+from ehr_magic.errors import EhrMagicError, sentences
 from ehr_magic.paths import data_dir
 
 AUDIT_FILENAME = "audit.sqlite"
@@ -31,11 +32,10 @@ BUSY_TIMEOUT_MS = 30_000
 Status = Literal["ok", "error", "interrupted"]
 STATUSES: tuple[str, ...] = ("ok", "error", "interrupted")
 
-Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: list[Migration] = []
+MIGRATIONS: list[migrations.Step] = []
 
 
-def migration(fn: Migration) -> Migration:
+def migration(fn: migrations.Step) -> migrations.Step:
     """Register the next schema migration. Append only; never edit or reorder."""
     MIGRATIONS.append(fn)
     return fn
@@ -156,18 +156,7 @@ class AuditLog:
             db.execute("PRAGMA journal_mode = WAL")
         except sqlite3.OperationalError:
             pass  # e.g. a network file system: the default journal still works
-        if db.execute("PRAGMA user_version").fetchone()[0] >= len(MIGRATIONS):
-            return
-        db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then re-check
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
-                step(db)
-                db.execute(f"PRAGMA user_version = {number}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        migrations.apply(db, MIGRATIONS)
 
     def schema_version(self) -> int:
         db = self._connect()
@@ -233,7 +222,7 @@ class AuditLog:
             return
         self._warned = True
         warnings.warn(
-            f"Cannot write the audit log at {self.path} ({exc}); model calls continue without it. "
+            f"Cannot write the audit log at {self.path}: {sentences(exc)} Model calls continue without it. "
             "Check that the folder is writable, or set EHR_MAGIC_DATA_DIR to another folder.",
             RuntimeWarning,
             stacklevel=3,
@@ -269,7 +258,8 @@ class AuditLog:
                 db.close()
         except sqlite3.Error as exc:
             raise AuditLogError(
-                f"Cannot read the audit log at {self.path} ({exc}): check the file, or move it aside to start a new log."
+                f"Cannot read the audit log at {self.path}: {sentences(exc)} Check the file, or move it aside to "
+                "start a new log."
             ) from None
 
     def entries(self, since: datetime | None = None, limit: int | None = None) -> list[AuditEntry]:

@@ -4,12 +4,14 @@ All traffic goes through the ``openai`` package (``OpenAI`` or ``AzureOpenAI``, 
 once per client) with the SDK's own retries turned off: this module owns the retry
 policy so that it is bounded, visible in the audit log and testable:
 
-* retried: timeouts, connection errors, 408, 429 and 5xx, with exponential backoff
+* retried: connection errors and timeouts before the request reached the server, 408, 429
+  and 5xx, with exponential backoff
   and full jitter, or exactly the server's ``Retry-After`` / ``retry-after-ms``
   (capped at ``retry_after_max``);
-* not retried: other 4xx (a bad key or model name does not get better), malformed
-  responses, and a stream that breaks after text has arrived (the text was already
-  shown through ``on_token``).
+* not retried: a read timeout (the server has the request and may still be answering it:
+  sent again, the same work would run twice), other 4xx (a bad key or model name does
+  not get better), malformed responses, and a stream that breaks after text has arrived
+  (the text was already shown through ``on_token``).
 
 Every call, successful or not, is one row in the ``AuditLog`` (API keys never go
 there). Failures raise an ``LLMError`` subclass whose message says what to check; a
@@ -33,7 +35,7 @@ from typing import Any, Callable, Mapping
 
 import openai
 
-from ehr_magic.errors import ConfigError
+from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.llm.audit import AuditLog
 from ehr_magic.llm.config import NO_KEY_PLACEHOLDER, OPENAI_BASE_URL, LLMSettings, config_path, resolve_settings
 from ehr_magic.llm.errors import (
@@ -225,7 +227,8 @@ class LLMClient:
                 )
             return openai.OpenAI(base_url=settings.base_url or OPENAI_BASE_URL, **common)
         except (openai.OpenAIError, ValueError) as exc:
-            raise ConfigError(f"Cannot set up the {settings.provider} client ({exc}): check the [llm] settings.") from None
+            raise ConfigError(f"Cannot set up the {settings.provider} client: {sentences(exc)} Check the [llm] "
+                              "settings.") from None
 
     @property
     def endpoint(self) -> str:
@@ -355,8 +358,18 @@ class LLMClient:
             if use_stream:
                 return self._read_stream(request, on_token, call)
             return self._read_completion(request)
-        except openai.APITimeoutError:
-            raise _Retryable(_Failure("timeout")) from None
+        except openai.APITimeoutError as exc:
+            # Only a request that never reached the server is sent again. After a read timeout the
+            # server has it and may still be generating (a long prompt on a local model, a proxy that
+            # holds a stream back until it is complete): sending it again doubled the work and the cost,
+            # the first reply completing unread while the identical second one started.
+            if type(exc.__cause__).__name__ in ("ConnectTimeout", "PoolTimeout"):
+                raise _Retryable(_Failure("timeout")) from None
+            raise LLMTimeoutError(
+                f"The model server at {self.endpoint} did not answer within {self.settings.timeout:g} s; it may "
+                "still be working on the request, so it was not sent again: raise timeout under [llm] in "
+                f"{config_path()} (a long prompt on a local model can take minutes), or try again.",
+                attempts=call.attempts) from None
         except openai.APIConnectionError as exc:
             raise _Retryable(_Failure("connection", detail=_cause(exc))) from None
         except openai.APIStatusError as exc:
@@ -368,12 +381,13 @@ class LLMClient:
             raise self._status_error(status, detail) from None
         except openai.APIError as exc:  # an error event inside a stream
             raise LLMResponseError(
-                f"The model server at {self.endpoint} reported an error mid-answer ({_shorten(exc.message)}): try again."
+                f"The model server at {self.endpoint} reported an error mid-answer: {sentences(_shorten(exc.message))} "
+                "Try again."
             ) from None
         except json.JSONDecodeError as exc:
             raise LLMResponseError(
-                f"The model server at {self.endpoint} sent malformed JSON ({exc.msg} at position {exc.pos}): "
-                "check that the base URL points to an OpenAI-compatible API (it usually ends in /v1)."
+                f"The model server at {self.endpoint} sent malformed JSON: {exc.msg} at position {exc.pos}. "
+                "Check that the base URL points to an OpenAI-compatible API (it usually ends in /v1)."
             ) from None
 
     def _read_completion(self, request: dict[str, Any]) -> _Answer:
@@ -485,8 +499,8 @@ class LLMClient:
 
     def _truncated(self, call: _Call, why: str) -> LLMResponseError:
         return LLMResponseError(
-            f"The response stream from {self.endpoint} ended early after {len(''.join(call.parts))} characters "
-            f"({why}): the server or a proxy cut it off; try again."
+            f"The response stream from {self.endpoint} ended early after {len(''.join(call.parts))} characters: "
+            f"{sentences(why)} The server or a proxy cut it off; try again."
         )
 
     def _status_error(self, status: int, detail: str) -> LLMError:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from ehr_magic.errors import ConfigError
+from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.paths import config_dir
 
 Provider = Literal["openai", "azure", "compatible"]
@@ -99,9 +99,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"Cannot parse {path} ({exc}): fix the TOML syntax or delete the file.") from None
+        raise ConfigError(f"Cannot parse {path}: {sentences(exc)} Fix the TOML syntax or delete the file.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Cannot read {path} ({exc}): check that the file is readable.") from None
+        raise ConfigError(f"Cannot read {path}: {sentences(exc)} Check that the file is readable.") from None
 
 
 def read_config_file(path: Path | None = None) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ehr_magic.errors import sentences
+
 MARKER = re.compile(r"^# ehr-magic #(?P<token>[A-Za-z0-9]+): (?P<question>.*)$")
 
 
@@ -74,7 +76,7 @@ def split_line(line: str) -> list[str]:
     try:
         return shlex.split(line)
     except ValueError as exc:
-        raise CommandError(f"Cannot read the command ({exc}); check the quotes.") from None
+        raise CommandError(f"Cannot read the command: {sentences(exc)} Check the quotes.") from None
 
 
 def new_token() -> str:

@@ -7,7 +7,6 @@ as one clear message, never a traceback, and never stop "Run all".
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -18,7 +17,8 @@ from traitlets import Bool, Enum, Float, Integer, Unicode
 from traitlets.config import Configurable
 
 from ehr_magic.agent import AgentSettings, Event
-from ehr_magic.agent.steps import preview
+from ehr_magic.data.demo import default_target
+from ehr_magic.safety.privacy import preview
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.magic import command, render
 from ehr_magic.magic.command import CommandError
@@ -35,6 +35,9 @@ HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline
 %ehr config [KEY [VALUE]] [--save]                show or set model, base_url, steps, shots, knowledge,
                                                   timeout, memory; --save writes model/base_url to config.toml
 %ehr memory list|search TEXT|show ID|delete ID    the accepted cells of this dataset
+%ehr knowledge [TABLE]                            what ehr-magic believes about the data: clock, tables,
+                                                  keys, joins, lookup columns (drafted or confirmed)
+%ehr knowledge edit [PATH] | import FILE          write the knowledge file to edit; check and store it
 %ehr history                                      the current conversation (questions, answers, variables)
 %ehr new                                          start a new conversation (follow-ups stop referring back)
 %ehr skill list|show NAME|delete NAME             clinical skills (built-in and your own)
@@ -143,8 +146,8 @@ class EhrMagics(Magics, Configurable):
             if answer.source == "memory":
                 display({"text/plain": answer.message, "text/html": render.details_html(answer, model)}, raw=True)
             else:
-                display({"text/plain": f"{len(answer.result.steps)} steps, {answer.model_calls} model calls",
-                         "text/html": render.details_html(answer, model)}, raw=True)
+                display({"text/plain": render.details_text(answer), "text/html": render.details_html(answer, model)},
+                        raw=True)
             from ehr_magic.magic.widgets import review_buttons
 
             review_buttons(self, token)
@@ -181,7 +184,7 @@ class EhrMagics(Magics, Configurable):
             except (IndexError, ValueError):
                 raise CommandError("--patients needs a whole number, e.g. --patients 500.") from None
             args = args[:i] + args[i + 2:]
-        description = self.session.connect(args[0], patients=patients)
+        description = self.session.connect(args[0], patients=patients, say=self._say)
         self._publish()
         self._say(description)
 
@@ -192,7 +195,7 @@ class EhrMagics(Magics, Configurable):
             settings = s.assistant.llm().settings if s.assistant else None
             lines.append(f"model: {settings.model} at {settings.endpoint}" if settings else "model: -")
         except EhrMagicError as exc:
-            lines.append(f"model: not configured ({exc})")
+            lines.append(f"model: {exc}")
         if s.memory is not None:
             stats = s.memory.stats()
             mine = stats.by_schema.get(s.ehr.schema, 0) if s.ehr else 0
@@ -317,6 +320,18 @@ class EhrMagics(Magics, Configurable):
         print(f"Saved user skill {saved.name} v{saved.version}: skills.{saved.name}(ehr"
               + "".join(f", {k}=..." for k in params) + ")")
 
+    def _cmd_knowledge(self, args: list[str]) -> None:
+        from ehr_magic.magic import knowledge
+
+        knowledge.run(self, args)
+
+    def import_knowledge(self, path: str | None) -> str:
+        """Check and store a knowledge file, reconnect, and rebind the notebook's ``ehr``
+        (``%ehr knowledge import`` and the side panel's Import)."""
+        message = self._ready().import_knowledge(path)
+        self._publish()
+        return message
+
     def _cmd_history(self, args: list[str]) -> None:
         assistant = self.session.assistant
         if assistant is None:
@@ -333,7 +348,7 @@ class EhrMagics(Magics, Configurable):
 
     def _ready(self) -> EhrSession:
         if self.session.ehr is None:
-            self.session.connect(self.database or os.environ.get("EHR_MAGIC_DB") or "demo")
+            self.session.connect(self.database or default_target(), say=self._say)
             self._publish()
         if self.session.memory is None:
             self.session.use_memory(self.memory)
@@ -415,8 +430,7 @@ class _Progress:
             if time.monotonic() - self._last < 0.15:  # redraw at most ~7 times a second
                 return
         elif event.kind == "step" and event.step is not None and not event.step.succeeded:
-            reason = event.step.error.describe() if event.step.error else event.step.soft_failure
-            self.lines.append(f"        step {event.step.index} failed: {reason.splitlines()[0][:160]}")
+            self.lines.append("        " + event.step.line())
         else:
             return
         self._draw()

@@ -74,11 +74,20 @@ def details_html(answer: Any, model: str) -> str:
         body += f"<details><summary>knowledge</summary><pre>{esc(knowledge)}</pre></details>"
     if result is not None and len(result.steps) > 1:
         attempts = "".join(
-            f"<li>step {s.index}: {esc((s.error.describe() if s.error else s.soft_failure or 'ok').splitlines()[0])}"
+            f"<li>{esc(s.line())}"
             + (f"<br><i>debugger:</i> {esc(s.debugger_note)}" if s.debugger_note else "") + "</li>"
             for s in result.steps)
         body += f"<details><summary>attempts</summary><ul>{attempts}</ul></details>"
     return f"<div style='font-size:85%;opacity:.8'>{body}</div>"
+
+
+def details_text(answer: Any) -> str:
+    """Steps and model calls, and each step that did not answer: looked up, or failed."""
+    steps = answer.result.steps
+    lines = [f"{len(steps)} steps, {answer.model_calls} model calls"]
+    if len(steps) > 1:
+        lines += [s.line() for s in steps]
+    return "\n".join(lines)
 
 
 def code_block_html(code: str) -> str:

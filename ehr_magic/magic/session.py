@@ -5,6 +5,7 @@ One per shell, no module globals."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,18 +50,14 @@ class EhrSession:
 
     # -- database ------------------------------------------------------------------------
 
-    def connect(self, target: str, *, patients: int = 100, progress: Any = None) -> str:
-        """Connect to ``demo``, ``synthetic`` or a database file; returns a one-line description."""
-        from ehr_magic.data.demo import demo_database, synthetic_database
+    def connect(self, target: str, *, patients: int = 100, progress: Any = None,
+                say: Callable[[str], None] = print) -> str:
+        """Connect to ``demo``, ``synthetic`` or a database file; returns a one-line description.
+        ``say`` shows what the demo had to do on the way (a download, a fallback)."""
+        from ehr_magic.data.demo import resolve_database
 
-        if target == "demo":
-            demo = demo_database(progress=progress)
-            path, what = demo.path, demo.reason
-        elif target == "synthetic":
-            path, what = synthetic_database(patients, progress=progress), f"synthetic data, {patients} patients"
-        else:
-            path, what = target, None  # a file path or a server URL; connect() expands ~
-        ehr = connect(path)
+        path, what = resolve_database(target, patients=patients, progress=progress, say=say)
+        ehr = connect(path)  # a file path or a server URL; connect() expands ~
         if self.ehr is not None:
             self.ehr.close()
         self.ehr = ehr
@@ -68,6 +65,13 @@ class EhrSession:
         self.description = f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, {clock}"
         self._rebuild_assistant()
         return self.description
+
+    def import_knowledge(self, path: str | None) -> str:
+        """Import a knowledge file through the answering session, which reconnects; the
+        notebook's ``ehr`` follows (the caller rebinds it)."""
+        message = self.assistant.import_knowledge(path)
+        self.ehr = self.assistant.ehr
+        return message
 
     def use_memory(self, path: str | None) -> None:
         from ehr_magic.memory import MemoryStore

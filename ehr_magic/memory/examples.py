@@ -3,7 +3,7 @@ schema, topped up with the packaged seeds when memory has too few."""
 
 from __future__ import annotations
 
-from ehr_magic.agent.fewshot import Example, SeedExamples
+from ehr_magic.memory.fewshot import Example, SeedExamples
 from ehr_magic.memory.store import MemoryStore
 
 

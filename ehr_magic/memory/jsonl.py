@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ehr_magic.errors import sentences
 from ehr_magic.memory.entry import ORIGINS, MemoryEntry
 from ehr_magic.memory.errors import JsonlFormatError, MemoryStoreError
 
@@ -82,7 +83,7 @@ def read_jsonl(path: Path) -> list[JsonlRecord]:
     except FileNotFoundError:
         raise MemoryStoreError(f"Cannot import {path}: no such file.") from None
     except UnicodeDecodeError as exc:
-        raise JsonlFormatError(f"Cannot import {path}: it is not UTF-8 text ({exc.reason}).") from None
+        raise JsonlFormatError(f"Cannot import {path}: it is not UTF-8 text, as it has an {exc.reason}.") from None
     except OSError as exc:
         raise MemoryStoreError(f"Cannot import {path}: {exc.strerror or exc}.") from None
     records = []
@@ -97,7 +98,7 @@ def parse_line(line: str, number: int, path: Path | str = "<jsonl>") -> JsonlRec
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise JsonlFormatError(f"{where} is not valid JSON ({exc.msg}); fix or remove that line.") from None
+        raise JsonlFormatError(f"{where} is not valid JSON: {sentences(exc.msg)} Fix or remove that line.") from None
     if not isinstance(data, dict):
         raise JsonlFormatError(f"{where} is not a JSON object; each line must be one entry {{...}}.")
     for required in ("question", "code"):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ehr_magic import migrations
+from ehr_magic.errors import sentences
 from ehr_magic.memory.errors import MemoryStoreError
 
 APPLICATION_ID = 0x45484D4D  # "EHMM"
@@ -18,7 +20,7 @@ FORMAT_NAME = "ehr-magic-memory"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 30.0
 
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[migrations.Step] = [migrations.script(sql) for sql in [
     # 1: entries, a change log for the in-memory indexes, the marker row.
     """
     CREATE TABLE memory_meta (
@@ -69,13 +71,13 @@ MIGRATIONS: list[str] = [
     END;
     INSERT INTO memory_meta (key, value) VALUES ('format', 'ehr-magic-memory');
     """,
-]
+]]
 LATEST_VERSION = len(MIGRATIONS)
 
 
 def damaged(path: Path, exc: BaseException) -> MemoryStoreError:
     return MemoryStoreError(
-        f"The memory store {path} is damaged or unreadable ({exc}); move it aside "
+        f"The memory store {path} is damaged or unreadable: {sentences(exc)} Move it aside "
         "(a JSONL export, if you have one, can be imported into a new store)."
     )
 
@@ -171,32 +173,6 @@ def _migrate(conn: sqlite3.Connection, path: Path, description: tuple[int, int, 
     app_id, version, _ = description
     if version == LATEST_VERSION and app_id == APPLICATION_ID:
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        # Re-read under the write lock: another process may have initialised it.
-        app_id, version, tables = _describe(conn)
-        _classify(path, app_id, version, tables)
-        for number in range(version + 1, LATEST_VERSION + 1):
-            for statement in _statements(MIGRATIONS[number - 1]):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {number}")
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (trigger bodies kept whole)."""
-    statements, buffer = [], ""
-    for line in script.splitlines(keepends=True):
-        if line.strip().startswith("--") and not buffer.strip():
-            continue
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        statements.append(buffer.strip())
-    return statements
+    # Re-read under the write lock: another process may have initialised it.
+    migrations.apply(conn, MIGRATIONS, application_id=APPLICATION_ID,
+                     check=lambda: _classify(path, *_describe(conn)))

@@ -441,6 +441,14 @@ class MemoryStore:
                 raise self._not_found(entry_id)
             self._prune_change_log(conn)
 
+    def clear(self, schema: str | None = None) -> int:
+        """Remove every entry (of ``schema``, or all) in one transaction; return how many."""
+        where, params = self._filters(schema, None)
+        with self._write() as conn:
+            removed = conn.execute(f"DELETE FROM entries{where}", params).rowcount
+            self._prune_change_log(conn)
+        return removed
+
     @staticmethod
     def _prune_change_log(conn: sqlite3.Connection) -> None:
         conn.execute(

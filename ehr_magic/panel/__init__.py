@@ -42,7 +42,7 @@ def unregister_comm_target(ip: Any) -> None:
 def open_panel_comm(comm: Any, msg: Any, magics: Any) -> PanelHandler:
     """A panel opened a comm: serve its messages and greet it with the protocol version.
     ``magics`` is the ``EhrMagics`` or a function returning the current one."""
-    from ehr_magic import __version__
+    from ehr_magic.version import __version__
     from ehr_magic.panel import protocol
 
     handler = PanelHandler(magics, comm.send)

@@ -1,6 +1,6 @@
 """The kernel end of the side panel: one ``PanelHandler`` per open comm.
 
-``handle(data)`` serves one request of protocol v1 (``protocol.py``) and sends its
+``handle(data)`` serves one request of protocol v2 or v1 (``protocol.py``) and sends its
 events and its one reply through ``send``. It never raises: malformed or unknown
 requests, user problems (no model configured, a failed model call) and our own bugs
 all become ``error`` replies, so nothing the panel sends can break the kernel. The
@@ -42,7 +42,10 @@ class PanelHandler:
             "memory.delete": self._memory_delete, "accept": self._accept, "reject": self._reject,
             "pending": self._pending, "conversation": self._conversation,
             "conversation.new": self._new_conversation,
+            "knowledge": self._knowledge, "knowledge.edit": self._knowledge_edit,
+            "knowledge.import": self._knowledge_import,
         }
+        self._version = p.VERSION  # of the request being served: its replies speak it
         assert set(self._routes) == set(p.REQUEST_TYPES)
 
     @property
@@ -53,12 +56,14 @@ class PanelHandler:
 
     def handle(self, data: Any) -> None:
         """Serve one request; every outcome is a message, never an exception."""
-        from ehr_magic.errors import EhrMagicError
+        from ehr_magic.errors import EhrMagicError, sentences
         from ehr_magic.memory import EntryNotFoundError
 
         rid = p.request_id(data)
+        self._version = p.VERSION
         try:
             request = p.parse_request(data)
+            self._version = request.v
             body = self._routes[request.type](request)
             self.send(p.result(request.id, request.type, body))
         except p.ProtocolError as exc:
@@ -71,11 +76,13 @@ class PanelHandler:
             self.send(p.error(rid, p.INTERRUPTED, "Interrupted; nothing was stored."))
         except Exception as exc:  # noqa: BLE001 - our bug: reported with its traceback, kernel survives
             log.exception("ehr-magic panel request failed")
-            self.send(p.error(rid, p.INTERNAL, f"ehr-magic failed ({type(exc).__name__}: {exc}); this is a bug.",
+            self.send(p.error(rid, p.INTERNAL, f"ehr-magic failed, which is a bug: {type(exc).__name__}: {sentences(exc)}",
                               traceback.format_exc()))
 
     def send(self, message: dict[str, Any]) -> None:
         """Send one message; a value JSON cannot carry becomes an ``internal`` error."""
+        if "id" in message:  # a reply or event speaks the version of its request
+            message = {**message, "v": self._version}
         try:
             json.dumps(message, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -89,7 +96,7 @@ class PanelHandler:
     # -- requests ------------------------------------------------------------------------
 
     def _hello(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic import __version__
+        from ehr_magic.version import __version__
 
         return p.hello(__version__)
 
@@ -137,7 +144,7 @@ class PanelHandler:
 
     def _ask(self, request: p.Request) -> dict[str, Any]:
         from ehr_magic.agent import AgentSettings
-        from ehr_magic.agent.steps import preview
+        from ehr_magic.safety.privacy import preview
         from ehr_magic.magic import command
         from ehr_magic.magic.magics import user_variables
         from ehr_magic.magic.session import HistoryItem
@@ -200,7 +207,7 @@ class PanelHandler:
 
     def _examples(self, ids: list[str]) -> list[dict[str, Any]]:
         """``memory:12`` / ``seed:schema:3`` ids -> {id, question, origin}."""
-        from ehr_magic.agent.fewshot import seed_examples
+        from ehr_magic.memory.fewshot import seed_examples
 
         out = []
         for ident in ids:
@@ -281,6 +288,29 @@ class PanelHandler:
                 "entry_id": entry.id if entry else None, "origin": entry.origin if entry else None,
                 "accepted": bool(entry and entry.origin == "accepted")}
 
+    def _knowledge(self, request: p.Request) -> dict[str, Any]:
+        session = self._ready()
+        return {"knowledge": session.assistant.knowledge_view().to_dict()}
+
+    def _knowledge_edit(self, request: p.Request) -> dict[str, Any]:
+        path = p.text_param(request.params, "path", required=False, max_len=p.MAX_PATH)
+        session = self._ready()
+        edited = session.assistant.edit_knowledge(path or None)
+        return {"path": str(edited.path.resolve()), "name": p.relative_path(edited.path), "written": edited.written,
+                "message": edited.message("press Import in the Data tab.")}
+
+    def _knowledge_import(self, request: p.Request) -> dict[str, Any]:
+        from ehr_magic.data.knowledge_store import KnowledgeRefused
+
+        path = p.text_param(request.params, "path", required=False, max_len=p.MAX_PATH)
+        session = self._ready()
+        try:
+            message = self.magics.import_knowledge(path or None)
+        except KnowledgeRefused as exc:  # shown in the Data tab, one line per problem
+            return {"imported": False, "problems": exc.problems, "message": str(exc.args[0])}
+        return {"imported": True, "problems": [], "message": message,
+                "knowledge": session.assistant.knowledge_view().to_dict()}
+
     # -- helpers -------------------------------------------------------------------------
 
     def _ready(self) -> Any:
@@ -342,7 +372,7 @@ class RecordingExamples:
     """An example source that reports which examples it chose (for the live view)."""
 
     def __init__(self, inner: Any, on_chosen: Callable[[list[Any]], None]) -> None:
-        from ehr_magic.agent.fewshot import SeedExamples
+        from ehr_magic.memory.fewshot import SeedExamples
 
         self.inner = inner if inner is not None else SeedExamples()
         self.on_chosen = on_chosen

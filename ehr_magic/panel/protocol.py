@@ -1,8 +1,8 @@
-"""Protocol v1 between the JupyterLab side panel and the kernel (see docs/panel.md).
+"""Protocol v2 between the JupyterLab side panel and the kernel (see docs/panel.md).
 
-Every message is a JSON object with ``"v": 1``. The panel sends requests::
+Every message is a JSON object with ``"v": 2``. The panel sends requests::
 
-    {"v": 1, "id": "r7", "type": "ask", "params": {"question": "..."}}
+    {"v": 2, "id": "r7", "type": "ask", "params": {"question": "..."}}
 
 and the kernel answers each with exactly one ``result`` or ``error`` carrying the same
 ``id``; a long request (``ask``) first streams ``event`` messages with that ``id``::
@@ -20,17 +20,21 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-VERSION = 1
+VERSION = 2  # v2 added the knowledge requests (the Data tab)
+SUPPORTED = (1, 2)  # v1 is a subset of v2: its requests are served, answered in v1
 TARGET = "ehr_magic.panel"
 
 REQUEST_TYPES: tuple[str, ...] = (
     "hello", "status", "ask", "memory.search", "memory.get", "memory.delete", "accept", "reject", "pending",
     # added within v1 (a panel uses them only when the kernel's hello lists them):
     "conversation", "conversation.new",
+    # v2: what ehr-magic believes about the data (the Data tab)
+    "knowledge", "knowledge.edit", "knowledge.import",
 )
 
 # Error codes (``error.code``); the message is for people, the code for the panel.
@@ -45,6 +49,7 @@ INTERRUPTED = "interrupted"  # the kernel was interrupted during the request
 INTERNAL = "internal"  # a bug in ehr-magic; ``detail`` holds the traceback
 
 MAX_QUESTION = 4000
+MAX_PATH = 1000
 MAX_ID = 100
 PREVIEW_ROWS = 50
 PREVIEW_COLUMNS = 30
@@ -67,6 +72,7 @@ class Request:
     id: str
     type: str
     params: dict[str, Any] = field(default_factory=dict)
+    v: int = VERSION
 
 
 def request_id(data: Any) -> str | None:
@@ -86,7 +92,7 @@ def parse_request(data: Any) -> Request:
     if rid is None:
         raise ProtocolError(BAD_MESSAGE, "A request needs an id: a string or number of at most 100 characters.")
     version = data.get("v")
-    if version != VERSION:
+    if isinstance(version, bool) or version not in SUPPORTED:
         raise ProtocolError(UNSUPPORTED_VERSION,
                             f"This kernel speaks panel protocol v{VERSION}, the request says v{version}; "
                             "reload the browser page after upgrading ehr-magic.")
@@ -100,7 +106,7 @@ def parse_request(data: Any) -> Request:
         params = {}
     if not isinstance(params, dict):
         raise ProtocolError(BAD_PARAMS, "params must be a JSON object.")
-    return Request(rid, kind, params)
+    return Request(rid, kind, params, version)
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -119,6 +125,16 @@ def text_param(params: dict[str, Any], name: str, *, required: bool = True, max_
     if len(value) > max_len:
         raise ProtocolError(BAD_PARAMS, f"{name} is longer than {max_len} characters.")
     return value
+
+
+def relative_path(path: Path) -> str | None:
+    """``path`` relative to the kernel's folder (the notebook's), for the panel to open it
+    beside the notebook; None when it lies outside that folder."""
+    try:
+        relative = Path(path).resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return None
+    return relative.as_posix()
 
 
 def bool_param(params: dict[str, Any], name: str, default: bool = False) -> bool:
@@ -151,7 +167,8 @@ def token_param(params: dict[str, Any]) -> str:
 
 
 def hello(version: str) -> dict[str, Any]:
-    return {"v": VERSION, "kind": "hello", "protocol": VERSION, "ehr_magic": version, "types": list(REQUEST_TYPES)}
+    return {"v": VERSION, "kind": "hello", "protocol": VERSION, "protocols": list(SUPPORTED), "ehr_magic": version,
+            "types": list(REQUEST_TYPES)}
 
 
 def conversation(turns: list[Any]) -> dict[str, Any]:

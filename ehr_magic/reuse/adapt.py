@@ -176,3 +176,44 @@ def _constant_condition(condition: exp.Expression, qualifier: str) -> bool:
                 and bool(condition.expressions)
                 and all(isinstance(e, exp.Literal) and e.is_string for e in condition.expressions))
     return False
+
+
+def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
+    """The substituted values not found in the column the code puts them into (a value
+    compared with no column, like a year inside ``strftime``, or one the column does not
+    hold), each as a sentence. Empty when every substitution is found where it went."""
+    missing = []
+    for index, (slot, new) in enumerate(zip(template.slots, values)):
+        if (new.type, new.key) == (slot.value.type, slot.value.key):
+            continue
+        for link in (k for k in template.links if k.slot == index):
+            literal = template.literals[link.literal]
+            try:
+                text = _new_text(literal, link.format, link.mode, new, slot.value)
+            except AdaptationError:
+                text = ""
+            if not literal.column_name:
+                missing.append(f"{_shown(new)!r} is compared with no column")
+                break
+            if not text or not _stored_in_column(ehr, literal, text, link.mode == "contains"):
+                missing.append(f"{_shown(new)!r} is not stored in {literal.column}")
+                break
+    return missing
+
+
+def _stored_in_column(ehr, literal: Literal, text: str, pattern: bool) -> bool:
+    """True when a table with ``literal``'s column holds ``text`` there (as a pattern for LIKE)."""
+    column = literal.column_name
+    if not column:
+        return False
+    tables = [literal.table] if literal.table in ehr.tables() else [
+        t for t in ehr.tables() if column in ehr.columns(t)]
+    pattern = pattern or (literal.op or "").lower() in ("like", "ilike")
+    test = "ILIKE" if pattern else "="
+    for table in tables:
+        try:
+            if ehr.sql(f'SELECT 1 FROM "{table}" WHERE CAST("{column}" AS VARCHAR) {test} ? LIMIT 1', [text]).height:
+                return True
+        except Exception:  # noqa: BLE001 - a column we cannot search does not hold the value
+            continue
+    return False

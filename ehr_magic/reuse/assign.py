@@ -27,8 +27,8 @@ def assignments(signature: tuple, detected: Detected) -> list[Assignment]:
     fixed values present and every id/number/time of the question used."""
     slot_types, fixed_keys = signature
     fixed: list[Value] = []
-    for value_type, key in fixed_keys:
-        match = next((v for v in detected.values if v.type == value_type and v.key == key
+    for meaning in fixed_keys:  # a fixed time is found by its window: "since 2100" is "this year" here
+        match = next((v for v in detected.values if v.meaning == meaning
                       and not any(v.overlaps(f) for f in fixed)), None)
         if match is None:
             return []

@@ -40,6 +40,7 @@ from ehr_magic.reuse.assign import (
     replaced_spans,
     unused_vocabulary,
 )
+from ehr_magic.reuse.attributes import AttributeWords
 from ehr_magic.reuse.evidence import SchemaEvidence, WordCodeEvidence, content_names
 from ehr_magic.reuse.lexicon import contradicts, operators, stem
 from ehr_magic.reuse.literals import code_literals
@@ -95,6 +96,7 @@ class _Query:
     values: list[Value]
     fixed: list[Value]
     tokens: tuple[str, ...]
+    stems: frozenset[str]  # the question's stemmed words, values left out
     features: frozenset[str]
     weight: float
     ops: Counter[str]
@@ -108,7 +110,8 @@ class ReuseIndex:
 
     def __init__(self, ehr, *, detector: ValueDetector | None = None, threshold: float = DEFAULT_THRESHOLD,
                  margin: float = DEFAULT_MARGIN, check_operators: bool = True, check_unused_values: bool = True,
-                 check_evidence: bool = True, check_schema_words: bool = True, evidence: dict | None = None) -> None:
+                 check_evidence: bool = True, check_schema_words: bool = True, check_attributes: bool = True,
+                 evidence: dict | None = None) -> None:
         self.ehr = ehr
         self.detector = detector or ValueDetector(ehr)
         self.threshold = threshold
@@ -118,6 +121,7 @@ class ReuseIndex:
         self.check_evidence = check_evidence
         self.evidence = WordCodeEvidence(**(evidence or {}))
         self.schema_evidence = SchemaEvidence(ehr, self.evidence) if check_schema_words else None
+        self.attributes = AttributeWords(ehr) if check_attributes else None
         self.templates: dict[int, Template] = {}
         self._by_signature: dict[tuple, list[int]] = {}
         self._structures: dict[str, set[int]] = {}
@@ -128,6 +132,7 @@ class ReuseIndex:
         self._question_words: Counter[str] = Counter()
         self._vocab_types: set[str] = set()
         self._known: set[str] | None = None
+        self._value_words: tuple[int, set[str]] = (-1, set())
         self._table_names: set[str] | None = None
         self._lock = threading.RLock()
         self._version = 0
@@ -236,13 +241,22 @@ class ReuseIndex:
             self._table_names = set(self.ehr.tables())
         return self._table_names
 
-    def known_words(self) -> set[str]:
-        """Words of remembered questions, the schema and its stored values."""
+    def known_words(self, *, stored_values: bool = True) -> set[str]:
+        """Words of remembered questions, the schema and (with ``stored_values``) its stored values.
+
+        Without them, a word of a stored value ("color" of a lab test) outside any value the
+        question names names nothing: "drug colors" asks for what no table records."""
         if self._known is None:
             from ehr_magic.reuse.unanswerable import schema_words
 
-            self._known = schema_words(self.ehr) | self.detector.vocabulary.words()
-        return self._known | {w for w, n in self._question_words.items() if n > 0}
+            self._known = schema_words(self.ehr)
+        known = self._known | {w for w, n in self._question_words.items() if n > 0}
+        if not stored_values:
+            return known
+        columns = len(self.detector.vocabulary.columns)
+        if self._value_words[0] != columns:  # re-read only when columns were indexed since
+            self._value_words = (columns, self.detector.vocabulary.words())
+        return known | self._value_words[1]
 
     def _weights_now(self) -> tuple[dict[str, float], dict[int, float]]:
         """IDF weight per feature and each template's total weight (recomputed after changes)."""
@@ -420,7 +434,8 @@ class ReuseIndex:
         tokens = residual_tokens(detected.tokens, replaced_spans(values, fixed, detected.tokens))
         stems = tuple(stem(t) for t in tokens)
         feats = features(stems)
-        return _Query(values, fixed, tokens, feats, sum(idf.get(f, default) for f in feats), operators(tokens),
+        words = frozenset(s for s in stems if not s.startswith("<"))
+        return _Query(values, fixed, tokens, words, feats, sum(idf.get(f, default) for f in feats), operators(tokens),
                       question_words(stems), unused_vocabulary(detected, values, fixed))
 
     def _refusal(self, template: Template, query: _Query) -> str:
@@ -435,6 +450,10 @@ class ReuseIndex:
             for value in query.unused:
                 if not {stem(w) for w in normalise(value.text).split()} <= stems:
                     return f"the question also names {value.text!r}, which the cell does not use"
+        if self.attributes is not None:
+            other = self.attributes.conflict(query.stems, template.stems, self._names[template.entry_id])
+            if other:
+                return other
         if self.check_evidence:
             verdict = query.verdicts.get(template.skeleton)
             if verdict is None:

@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
-from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context
+from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context, unfound_values
 from ehr_magic.reuse.calibrate import Calibration, calibrate, load_calibration, save_calibration
 from ehr_magic.reuse.lexicon import operator_role_moved
 from ehr_magic.reuse.match import Candidate, MatchResult, ReuseIndex
@@ -86,6 +86,7 @@ class Reuser:
         self.origins: tuple[str, ...] = TRUSTED
         self._store_state: tuple | None = None
         self._lock = threading.RLock()
+        self._own_answers: dict[tuple[int, str], bool | None] = {}  # (entry, code) -> its own answer is zero
         self.calibration: Calibration = Calibration(self.index.threshold, self.index.margin)
         # thresholds given by the caller win over a saved calibration
         self._explicit = index is not None or "threshold" in index_options or "margin" in index_options
@@ -177,7 +178,7 @@ class Reuser:
         best = match.best
         assert best is not None
         unknown = unknown_words(_without_values(question, [*match.detected.values, *best.values]),
-                                self.index.known_words())
+                                self.index.known_words(stored_values=False))
         if unknown:
             # the rest of the words may match a cell, but what it asks for is recorded nowhere
             return ReuseResult(question, "abstained", score=match.score, entry_id=best.template.entry_id,
@@ -208,6 +209,14 @@ class Reuser:
         if empty:
             return ReuseResult(status="abstained", code=adaptation.code,
                                reason=f"the adapted cell #{template.entry_id} found nothing ({empty})", **base)
+        if adaptation.substitutions and zero_answer(execution.answer) and self._own_answer_is_zero(template) is False:
+            # A value the cell's structure cannot find also gives 0: trust the 0 only when
+            # every new value is found in the column it was put into.
+            missing = unfound_values(self.ehr, template, candidate.values)
+            if missing:
+                return ReuseResult(status="abstained", code=adaptation.code, reason=(
+                    f"the adapted cell #{template.entry_id} returns 0 where its own answer was not 0, and "
+                    f"{'; '.join(missing)}"), **base)
         mismatch = shape_mismatch(question, execution.answer)
         if mismatch:
             return ReuseResult(status="abstained", code=adaptation.code,
@@ -215,6 +224,28 @@ class Reuser:
         return ReuseResult(status="answered", answer=execution.answer, code=adaptation.code,
                            substitutions=adaptation.substitutions,
                            namespace={k: v for k, v in namespace.items() if not k.startswith("__")}, **base)
+
+    def _own_answer_is_zero(self, template: Any) -> bool | None:
+        """Whether the remembered cell, run as it is, answers 0 (None when it does not run)."""
+        key = (template.entry_id, template.code)
+        if key not in self._own_answers:
+            execution = Executor(self.ehr, timeout=self.timeout).run(template.code, base_namespace(self.ehr))
+            ok = execution.ok and execution.has_answer and not is_empty_answer(execution.answer)
+            self._own_answers[key] = zero_answer(execution.answer) if ok else None
+        return self._own_answers[key]
+
+
+def zero_answer(answer: Any) -> bool:
+    """True for a count or sum of nothing: the number 0, or a result whose every value is 0 or null."""
+    if isinstance(answer, bool):
+        return False
+    if isinstance(answer, (int, float)):
+        return answer == 0
+    if isinstance(answer, pl.Series):
+        answer = answer.to_frame()
+    if isinstance(answer, pl.DataFrame) and answer.height and all(d.is_numeric() for d in answer.dtypes):
+        return all(v is None or v == 0 for column in answer.iter_columns() for v in column)
+    return False
 
 
 def _without_values(question: str, values: Iterable[Any]) -> str:
@@ -235,7 +266,9 @@ _NOT_ASKING_TIME = re.compile(r"\b(?:for )?the (?:\w+ )?(?:first|last|second|thi
                               r"\b(?:at|in) the same time\b|\bsame time\b", re.I)
 _TIME_WORDS = re.compile(r"\b(?:when|time|times|date|dates|day|days|birth|born|death|died|dob|dod|hour|moment)\b",
                          re.I)
-_YES_NO = re.compile(r"^\W*(?:is|are|was|were|has|have|had|did|does|do)\b", re.I)
+# A yes/no question may open with a time or place: "On 07/03/2100, did patient ... ?"
+_YES_NO = re.compile(r"^\W*(?:[^,?]*,\s*)?(?:is|are|was|were|has|have|had|did|does|do)\b", re.I)
+_HOW_MUCH = re.compile(r"\bhow (?:much|many)\b", re.I)
 _WHETHER = re.compile(r"\b(?:whether|if|is there|are there|was there|were there)\b", re.I)
 
 
@@ -248,12 +281,40 @@ def shape_mismatch(question: str, answer: Any) -> str:
         return "returns no time, but the question asks when"
     if temporal == "only" and not _TIME_WORDS.search(asked):
         return "returns only times, but the question does not ask about a time"
+    if _HOW_MUCH.search(question) and not _has_number(answer):
+        return "returns no number, but the question asks how much or how many"
     yes_no = bool(_YES_NO.search(question))
     if yes_no and not boolean:
         return "returns no yes/no value, but the question asks yes or no"
     if boolean and not yes_no and not _WHETHER.search(question):
         return "returns yes/no, but the question does not ask yes or no"
     return ""
+
+
+def _has_number(answer: Any) -> bool:
+    """True when the answer holds a number: a numeric or duration column, or text that reads as
+    numbers (doses are stored as text)."""
+    if isinstance(answer, pl.LazyFrame):
+        answer = answer.collect()
+    if isinstance(answer, pl.Series):
+        answer = answer.to_frame()
+    if isinstance(answer, pl.DataFrame):
+        for column in answer.iter_columns():
+            if column.dtype.is_numeric() or column.dtype == pl.Duration:
+                return True
+            values = column.drop_nulls()
+            if column.dtype == pl.String and values.len() and not values.str.strip_chars().cast(
+                    pl.Float64, strict=False).null_count():
+                return True
+        return False
+    if isinstance(answer, bool):
+        return False
+    if isinstance(answer, str):
+        try:
+            float(answer)
+        except ValueError:
+            return False
+    return True
 
 
 def _kinds(answer: Any) -> tuple[str, bool]:

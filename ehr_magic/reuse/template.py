@@ -82,7 +82,7 @@ class Template:
     @property
     def signature(self) -> tuple:
         return (tuple(sorted(s.type for s in self.slots)),
-                tuple(sorted((v.type, v.key) for v in self.fixed)))
+                tuple(sorted((v.meaning for v in self.fixed), key=repr)))
 
     def links_of(self, literal: int) -> list[Link]:
         return [link for link in self.links if link.literal == literal]

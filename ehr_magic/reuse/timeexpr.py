@@ -211,6 +211,26 @@ class TimeValue:
         return out
 
 
+def window(value: TimeValue, clock: Clock | None) -> tuple:
+    """One normal form for what a time expression selects, whatever its wording.
+
+    The moments it admits, as ``("window", start, end)`` on the dataset clock, cut at the
+    data's now (nothing is recorded later): "since 2100", "in 2100" and "this year" are one
+    window when now is in 2100, "since 1 year ago" another. "before X" admits everything up
+    to X's start. Expressions that are not windows (durations, "the last hospital visit",
+    "the same day") keep their meaning: ``(kind, unit, n, relation)``."""
+    bounds = value.bounds(clock) if clock is not None and value.kind not in ("duration", "visit", "same") else None
+    if bounds is None:
+        return (value.kind, value.unit, value.key, value.relation)
+    start, end = bounds
+    if value.relation == "since":
+        end = dt.datetime.max
+    elif value.relation == "before":
+        start, end = dt.datetime.min, start
+    end = min(end, clock.now + dt.timedelta(seconds=1))  # the data ends at now: later moments select nothing
+    return ("window", start, end)
+
+
 def _stamp(name: str, when: dt.datetime) -> dict[str, str]:
     return {name: when.strftime(_TS), f"{name}_date": when.strftime("%Y-%m-%d")}
 

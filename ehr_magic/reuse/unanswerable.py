@@ -48,10 +48,11 @@ def unanswerable_reason(question: str, detected: Detected, index: Any, ehr: Any)
 
 
 def unknown_words(question: str, known: set[str]) -> list[str]:
-    """Content words of ``question`` that nothing known mentions."""
+    """Content words of ``question`` that nothing known mentions (adverbs in -ly, "usually",
+    say how, not what: they name no data)."""
     found = []
     for word in _WORD.findall(question.lower()):
-        if word in STOPWORDS or len(word) < 3 or word in known or word.rstrip("s") in known:
+        if word in STOPWORDS or len(word) < 3 or word in known or word.rstrip("s") in known or word.endswith("ly"):
             continue
         if word not in found:
             found.append(word)

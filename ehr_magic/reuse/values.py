@@ -31,7 +31,7 @@ from typing import Any
 
 from ehr_magic.data.lookup import normalise
 from ehr_magic.reuse.lexicon import OPERATORS
-from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value
+from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
 
 _WORD = re.compile(r"[0-9a-z]+")
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(s)?(?![\w]|\.\d)")
@@ -83,6 +83,12 @@ class Value:
     time: TimeValue | None = None
     alternatives: tuple[str, ...] = ()  # other stored values as close (vocabulary only)
     score: float = 100.0
+    window: tuple = ()  # a time's normal form (``timeexpr.window``): what it selects, however worded
+
+    @property
+    def meaning(self) -> tuple:
+        """What must be equal for a fixed value to be the same: a time's window, else type and key."""
+        return ("time", self.window) if self.window else (self.type, self.key)
 
     @property
     def span(self) -> tuple[int, int]:
@@ -257,7 +263,7 @@ class ValueDetector:
         for t in times:
             values.append(Value("time", t.type, t.start, t.end, question[t.start:t.end], t.text.lower(),
                                 {} if self.clock is None and t.needs_clock else t.renderings(self.clock),
-                                t.key, time=t))
+                                t.key, time=t, window=window(t, self.clock)))
         unknown: list[tuple[str, str]] = []
         for match in _NUMBER.finditer(question):
             start, end = match.span()

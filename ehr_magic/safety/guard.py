@@ -451,6 +451,10 @@ class _Checker:
                                   "and could not be checked statically")
             return
         for alternative in alternatives:
+            if _deferred(alternative):  # parts known only at run time: judged on the SQL that runs
+                self.notes.append(f"line {call.lineno}: the SQL passed to `{_snippet(call.func)}` is partly built at "
+                                  "run time; it is checked as it runs")
+                continue
             self._report_sql(argument, alternative, strict=True)
 
     def check_string(self, node: ast.AST, alternatives: list[Folded]) -> None:
@@ -463,6 +467,17 @@ class _Checker:
         line = getattr(node, "lineno", 1)
         for problem in problems:
             self.add("sql", line, f"line {line}: the SQL statement {problem.message()}{hidden}")
+
+
+def _deferred(folded: Folded) -> bool:
+    """SQL with parts filled in at run time that parses only once they are there (``SELECT {cols}
+    FROM t`` with ``cols`` built by earlier code): the run-time check decides. Whatever the
+    visible text already shows to be unsafe (a statement, a file, text hidden in character
+    codes) is refused here."""
+    if not folded.unknown or folded.obfuscated:
+        return False
+    problems = sqlcheck.check_sql(folded.text, strict=True)
+    return bool(problems) and all(p.kind == "unparsable" for p in problems)
 
 
 def _root_name(node: ast.AST) -> str | None:

@@ -55,23 +55,33 @@ class MemoryLimitError(MemoryError):
 
 
 @contextlib.contextmanager
-def row_cap(max_rows: int | None) -> Iterator[None]:
+def in_this_thread(name: str, value: Any) -> Iterator[None]:
+    """Within this block, ``this_thread(name)`` is ``value`` in this thread (and only in it)."""
+    previous = getattr(_local, name, None)
+    setattr(_local, name, value)
+    try:
+        yield
+    finally:
+        setattr(_local, name, previous)
+
+
+def this_thread(name: str) -> Any:
+    """The value ``in_this_thread`` set for ``name`` in this thread (``None`` outside)."""
+    return getattr(_local, name, None)
+
+
+def row_cap(max_rows: int | None) -> contextlib.AbstractContextManager[None]:
     """Within this block (in this thread), ``fetch`` returns at most ``max_rows`` rows.
 
     The executor wraps the run of generated code in it; the analyst's own cells, which
     run in other threads or outside the block, are not capped. ``None`` lifts the cap.
     """
-    previous = getattr(_local, "max_rows", None)
-    _local.max_rows = max_rows
-    try:
-        yield
-    finally:
-        _local.max_rows = previous
+    return in_this_thread("max_rows", max_rows)
 
 
 def current_row_cap() -> int | None:
     """The row cap in force in this thread (``None``: no cap)."""
-    return getattr(_local, "max_rows", None)
+    return this_thread("max_rows")
 
 
 def fetch(relation: Any, *, what: str = "the query") -> pl.DataFrame:

@@ -165,6 +165,16 @@ def mask_error(error: Any, level: str, ehr: Any, code: str = "") -> Any:
 # -- answers -----------------------------------------------------------------------------------
 
 
+def preview(value: Any, limit: int = 1500) -> str:
+    """A short text view of an answer for feedback and memory."""
+    if isinstance(value, pl.DataFrame):
+        with pl.Config(tbl_rows=10, tbl_cols=12, fmt_str_lengths=60):
+            text = f"DataFrame with {value.height} rows x {value.width} columns:\n{value}"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def describe_answer(value: Any, level: str, *, ehr: Any = None, code: str = "", limit: int = 1500) -> str:
     """A text view of an answer for the model at ``level``.
 
@@ -174,8 +184,6 @@ def describe_answer(value: Any, level: str, *, ehr: Any = None, code: str = "", 
     """
     level = check_level(level)
     if level == "full":
-        from ehr_magic.agent.steps import preview
-
         return preview(value, limit)
     known = _known(ehr, code)
     if isinstance(value, pl.LazyFrame):

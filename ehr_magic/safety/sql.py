@@ -12,8 +12,10 @@ text sqlglot cannot parse. ``strict=False`` is for any other string in the code:
 reports only what clearly is a forbidden statement, so a printed label such as
 ``"Set of patients"`` is not mistaken for ``SET``.
 
-``ensure_read_only(text)`` raises ``BlockedSQLError``; the ``EHR`` can call it at run
-time for SQL that the static check could not see (built from variables).
+``ensure_read_only(text)`` raises ``BlockedSQLError``. Within ``generated_code()`` (the
+executor's run of model-written code, in its thread), ``check_generated(text)`` applies it
+to every query ``EHR.sql`` receives: SQL built at run time (an f-string filling in a column
+name found by earlier code) is judged on the text it actually runs, with the same rules.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -30,7 +33,8 @@ from sqlglot import exp
 from sqlglot.dialects import Dialect
 from sqlglot.tokens import Token, TokenType
 
-from ehr_magic.errors import ReadOnlyError
+from ehr_magic.errors import ReadOnlyError, sentences
+from ehr_magic.safety import limits
 
 READ_STATEMENTS = ("SELECT", "WITH", "VALUES", "DESCRIBE", "SHOW", "EXPLAIN")
 _READ_START = {"SELECT", "WITH", "VALUES", "FROM", "TABLE", "PIVOT", "UNPIVOT", "PIVOT_WIDER", "PIVOT_LONGER"}
@@ -150,6 +154,18 @@ def ensure_read_only(text: str) -> None:
         raise BlockedSQLError(f"This query was blocked for safety: {problems[0].message()}.")
 
 
+def generated_code() -> AbstractContextManager[None]:
+    """Within this block (in this thread), ``check_generated`` checks every query; the
+    analyst's own cells, which run outside it, are left alone."""
+    return limits.in_this_thread("generated_code", True)
+
+
+def check_generated(text: str) -> None:
+    """``ensure_read_only(text)`` when model-written code is running in this thread."""
+    if limits.this_thread("generated_code"):
+        ensure_read_only(text)
+
+
 def statement_kind(text: str) -> str:
     """The first keyword of a statement in upper case (``SELECT``, ``COPY``...), or ``""``."""
     match = _FIRST_WORD.match(text)
@@ -250,8 +266,8 @@ def _duckdb_read_check(text: str) -> list[SqlProblem]:
     try:
         statements = duckdb.extract_statements(text)
     except duckdb.Error as exc:
-        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot parse it ({_first_line(exc)}); fix the syntax "
-                           "or write a plain SELECT")]
+        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot parse it: {sentences(_first_line(exc))} Fix the "
+                           "syntax or write a plain SELECT")]
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         kinds = ", ".join(s.type.name for s in statements) or "nothing"
         return [SqlProblem("statement", _short(text), f"DuckDB reads it as {kinds}; {_ONLY_READS}")]

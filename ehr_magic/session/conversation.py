@@ -35,15 +35,15 @@ class Turn:
     standalone: str  # as the model restated it (the asked question when it did not)
     status: str
     code: str = ""
-    answer: str = ""  # description at the privacy level of the turn
+    answer: str = ""  # description at the privacy level of the turn (the message when not answered)
     source: str = "agent"
     seconds: float = 0.0
     variables: list[str] = field(default_factory=list)  # notebook variables described to the model
+    shape: str = ""  # the result's type and shape, no values
 
     def summary(self) -> TurnSummary:
         asked = self.question if self.standalone == self.question else f"{self.question} (meaning: {self.standalone})"
-        outcome = self.answer if self.status == "answered" else f"({self.status}) {self.answer}".strip()
-        return TurnSummary(asked, self.code, outcome)
+        return TurnSummary(asked, self.code, self.answer, self.status, self.shape)
 
 
 @dataclass
@@ -78,26 +78,51 @@ class Conversation:
         return "\n".join(lines)
 
 
-def describe_answer(value: Any, level: str) -> str:
-    """Type and shape of an answer; its values only as the privacy level allows."""
+SHOWN_ITEMS = 20  # rows or items of an earlier answer the model may see (at the full level)
+_SHOWN_CHARS = 1600  # and at most this much text of them
+
+
+def answer_shape(value: Any) -> str:
+    """The type and shape of an answer, never its values."""
     if isinstance(value, pl.LazyFrame):
         return f"a polars LazyFrame with columns {', '.join(value.collect_schema().names())}"
     if isinstance(value, pl.Series):
         value = value.to_frame()
     if isinstance(value, pl.DataFrame):
-        text = f"a table of {value.height} rows x {value.width} columns ({', '.join(value.columns[:20])})"
-        if level == "full" and value.height:
-            text += f"; first rows: {value.head(3).rows()}"[:400]
-        elif level == "full" and value.height == 1 and value.width == 1:
-            text += f"; value {value.item()!r}"
-        return text
-    if isinstance(value, (list, tuple, set)):
-        text = f"a {type(value).__name__} of {len(value)} items"
-        return text + (f": {list(value)[:5]!r}"[:300] if level == "full" else "")
+        return f"a table of {value.height} rows x {value.width} columns ({', '.join(value.columns[:20])})"
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return f"a {type(value).__name__} of {len(value)} items"
     if value is None:
         return "nothing (None)"
-    kind = "a number" if isinstance(value, (int, float)) and not isinstance(value, bool) else f"a {type(value).__name__}"
+    return "a number" if isinstance(value, (int, float)) and not isinstance(value, bool) else f"a {type(value).__name__}"
+
+
+def describe_answer(value: Any, level: str) -> str:
+    """Type and shape of an answer; its values (up to ``SHOWN_ITEMS`` rows or items) only as the
+    privacy level allows: ``full`` shows them, ``aggregates`` a single number, ``schema`` none."""
+    shape = answer_shape(value)
+    if isinstance(value, pl.Series):
+        value = value.to_frame()
+    if isinstance(value, pl.DataFrame):
+        if level != "full" or not value.height:
+            return shape
+        if value.height == 1 and value.width == 1:
+            return f"{shape}; value {value.item()!r}"
+        head = "rows" if value.height <= SHOWN_ITEMS else f"first {SHOWN_ITEMS} rows"
+        return _capped(f"{shape}; {head}:\n" + "\n".join(f"  {row!r}" for row in value.head(SHOWN_ITEMS).rows()))
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        if level != "full" or not value:
+            return shape
+        items = list(value.items() if isinstance(value, dict) else value)
+        more = f" (first {SHOWN_ITEMS})" if len(items) > SHOWN_ITEMS else ""
+        return _capped(f"{shape}{more}: {items[:SHOWN_ITEMS]!r}")
+    if value is None:
+        return shape
     # A single number is an aggregate; a string or date may be a record's value.
-    if level == "full" or (level == "aggregates" and kind == "a number"):
-        return f"{kind}: {value!r}"[:300]
-    return kind
+    if level == "full" or (level == "aggregates" and shape == "a number"):
+        return _capped(f"{shape}: {value!r}")
+    return shape
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + " ..."

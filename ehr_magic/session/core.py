@@ -28,12 +28,15 @@ from typing import Any, Literal
 
 from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.conversation import DEFAULT_HISTORY_TOKENS, ConversationContext
-from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
-from ehr_magic.agent.steps import AgentResult, preview
+from ehr_magic.agent.executor import Executor, code_namespace, is_empty_answer
+from ehr_magic.agent.steps import AgentResult
+from ehr_magic.safety.privacy import preview
 from ehr_magic.data.lookup import normalise
+from ehr_magic import skills
 from ehr_magic.errors import ConfigError
+from ehr_magic.safety import privacy
 from ehr_magic.session import variables as notebook
-from ehr_magic.session.conversation import Conversation, Turn, describe_answer, looks_like_follow_up
+from ehr_magic.session.conversation import Conversation, Turn, answer_shape, describe_answer, looks_like_follow_up
 
 Source = Literal["memory", "agent", "session"]
 Mode = Literal["auto", "agent", "memory"]
@@ -133,7 +136,7 @@ class Session:
         except ConfigError as exc:
             if declined is None:
                 raise
-            raise ConfigError(f"{declined} To let the agent try: {exc}") from None
+            raise ConfigError(f"{exc} {declined}") from None  # what to set first, then why memory could not answer
         described = [notebook.describe(name, variables[name], level) for name in present]
         context = ConversationContext(
             turns=self.conversation.summaries() if self.keep_conversation else (),
@@ -142,7 +145,8 @@ class Session:
         examples = self._examples()
         if follow_up and examples is not None:  # "now only the women" retrieves like the question it follows
             examples = _AlongWith(examples, self.conversation.turns[-1].standalone)
-        agent = Agent(self.ehr, llm, examples=examples, settings=agent_settings)
+        agent = Agent(self.ehr, llm, examples=examples, settings=agent_settings, tools=self.tools(),
+                      skill_cards=skills.prompt_section)
         result = agent.run(question, on_event=on_event, conversation_context=context)
         standalone = result.standalone_question if not context.empty and result.standalone_question else question
         answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
@@ -169,9 +173,13 @@ class Session:
     def _finish(self, answer: Answer, started: float, level: str) -> Answer:
         answer.seconds = time.perf_counter() - started
         if self.keep_conversation:
-            described = describe_answer(answer.answer, level) if answer.status == "answered" else answer.message
+            answered = answer.status == "answered"
+            # a failure's message may quote printed values: the model sees it masked, as in the loop's feedback
+            described = describe_answer(answer.answer, level) if answered else \
+                privacy.mask_feedback(answer.message, level, self.ehr, code=answer.code, strict=True)
             self.conversation.add(Turn(answer.question, answer.standalone_question, answer.status,
-                                       answer.code, described, answer.source, answer.seconds, list(answer.variables)))
+                                       answer.code, described, answer.source, answer.seconds, list(answer.variables),
+                                       answer_shape(answer.answer) if answered else "no result"))
         return answer
 
     def _earlier_variables(self) -> list[str]:
@@ -182,8 +190,6 @@ class Session:
         self.conversation = Conversation()
 
     def privacy_level(self, settings: AgentSettings | None = None) -> str:
-        from ehr_magic.safety import privacy
-
         level = (settings or self.settings).privacy
         return privacy.check_level(level) if level else privacy.default_level(self.ehr)
 
@@ -203,10 +209,7 @@ class Session:
         entry = self.accepted_entry(question)
         if entry is None:
             return None
-        namespace = base_namespace(self.ehr)
-        shared = {k: v for k, v in (variables or {}).items() if k != "answer"}  # a cell may use notebook variables
-        for name, value in shared.items():
-            namespace.setdefault(name, value)
+        namespace, shared = code_namespace(self.ehr, variables, self.tools())  # a cell may use notebook variables
         execution = Executor(self.ehr, timeout=self.settings.timeout).run(entry.code, namespace)
         if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
             return None  # the stored code no longer works here: generate anew
@@ -215,6 +218,10 @@ class Session:
                       f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
                       namespace={k: v for k, v in namespace.items()
                                  if not k.startswith("__") and not (k in shared and shared[k] is v)})
+
+    def tools(self) -> dict[str, Any]:
+        """Names generated and remembered code may use besides ``ehr``: the clinical ``skills``."""
+        return skills.namespace(self.ehr)
 
     def reuser(self):
         """The reuse engine over this session's memory (built on first use)."""
@@ -251,6 +258,43 @@ class Session:
         return self.memory.add(question, code, knowledge=knowledge, origin="accepted", schema=self.ehr.schema,
                                dataset=self.ehr.dataset, answer_preview=answer_preview, model=model,
                                generated_code=generated_code if generated_code and generated_code != code else None)
+
+    # -- knowledge ---------------------------------------------------------------------
+
+    def knowledge_view(self):
+        """What the model is told about the tables and the clock, each statement marked
+        drafted or confirmed (``ehr_magic.data.knowledge_view.KnowledgeView``)."""
+        from ehr_magic.data.knowledge_view import knowledge_view
+
+        return knowledge_view(self.ehr)
+
+    def edit_knowledge(self, path: str | None = None, folder: str = "."):
+        """Write the knowledge to a file to edit (default ``<schema>.knowledge.yaml`` in
+        ``folder``); an existing file with other text is kept (``EditFile.written``)."""
+        from ehr_magic.data import knowledge_store
+
+        return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
+
+    def import_knowledge(self, path: str | None = None) -> str:
+        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against the database, store it, and reconnect so
+        the next question uses it; returns one sentence saying what changed. Raises
+        ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
+        from ehr_magic.data import connect, knowledge_store
+
+        prepared = knowledge_store.prepare_import(self.ehr, path or knowledge_store.default_edit_path(self.ehr))
+        target = self.ehr.path
+        self.ehr.close()  # DuckDB lets one process open a file read-only or writable, not both
+        try:
+            knowledge_store.store(target, prepared)
+        finally:
+            self.ehr = connect(target)
+            self._reuser = None  # it holds the old connection
+        view = self.knowledge_view()
+        counts = view.counts()
+        clock = f"; the clock is now {view.clock.now}" if prepared.now is not None else ""
+        return (f"Imported {prepared.path}: {len(prepared.knowledge.tables)} tables described, "
+                f"{counts['confirmed']} statements written or confirmed by a person, {counts['drafted']} drafted"
+                f"{clock}. The next question uses it.")
 
     # -- model -------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from ehr_magic.data.clock import parse_time
+from ehr_magic.errors import sentences
 from ehr_magic.skills.errors import SkillError
 from ehr_magic.skills.items import Concept, SchemaItems, schema_items
 
@@ -76,7 +77,7 @@ def scope(stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, a
         try:
             when = parse_time(as_of)
         except Exception as exc:  # noqa: BLE001 - any unparsable value is the caller's mistake
-            raise SkillError(f"as_of must be a datetime or 'YYYY-MM-DD HH:MM:SS' ({exc}).") from None
+            raise SkillError(f"as_of must be a datetime or 'YYYY-MM-DD HH:MM:SS': {sentences(exc)}") from None
     return Scope(_ids("stay_ids", stay_ids), _ids("hadm_ids", hadm_ids), _ids("subject_ids", subject_ids), when)
 
 

@@ -169,7 +169,7 @@ def build(path: str | os.PathLike[str], data: dict[str, list[dict[str, Any]]], *
     Every table of the schema is created (empty when ``data`` has no rows for it) unless
     ``tables`` names the only ones to create.
     """
-    import ehr_magic
+    from ehr_magic.data import connect
     from ehr_magic.data.build import building, write_metadata
 
     layout = MIMIC_IV_TABLES if schema == "mimic_iv" else EHRSQL_TABLES
@@ -188,7 +188,7 @@ def build(path: str | os.PathLike[str], data: dict[str, list[dict[str, Any]]], *
                 marks = ", ".join("(" + ", ".join("?" * len(names)) + ")" for _ in chunk)
                 con.execute(f'INSERT INTO "{table}" VALUES {marks}', [row.get(n) for row in chunk for n in names])
         write_metadata(con, schema=schema, source="test", now=NOW, dataset="test")
-    return ehr_magic.connect(path)
+    return connect(path)
 
 
 def _to_ehrsql(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

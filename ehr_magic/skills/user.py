@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ehr_magic import migrations
 from ehr_magic.paths import data_dir
 from ehr_magic.skills.cards import Card
 from ehr_magic.skills.errors import SkillError
 
 APPLICATION_ID = 0x45484D53  # "EHMS"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[migrations.Step] = [migrations.script(sql) for sql in [
     # 1: every version of every user skill
     """
     CREATE TABLE skills_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,7 +48,7 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO skills_meta (key, value) VALUES ('format', 'ehr-magic-skills');
     """,
-]
+]]
 _LITERAL_NODES = (ast.Constant, ast.UnaryOp, ast.List, ast.Tuple, ast.Set, ast.Dict)
 
 
@@ -232,19 +233,11 @@ def _connect(path: str | os.PathLike[str] | None, *, create: bool) -> sqlite3.Co
     if version > len(MIGRATIONS):
         conn.close()
         raise SkillError(f"The skill store {file} was written by a newer ehr-magic; upgrade ehr-magic.")
-    if version < len(MIGRATIONS):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                for statement in [s for s in MIGRATIONS[number - 1].split(";") if s.strip()]:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number}")
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            conn.close()
-            raise
+    try:
+        migrations.apply(conn, MIGRATIONS, application_id=APPLICATION_ID)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 

@@ -13,6 +13,7 @@ import {
   IResults,
   MalformedMessageError,
   PROTOCOL_VERSION,
+  SUPPORTED_VERSIONS,
   RequestType,
   RunEvent,
   makeRequest,
@@ -140,11 +141,11 @@ export class PanelConnection {
           return;
         }
         if (parsed.kind === 'hello') {
-          if (parsed.hello.protocol !== PROTOCOL_VERSION) {
+          if (!SUPPORTED_VERSIONS.includes(parsed.hello.protocol)) {
             settle(
               new ProtocolError(
                 `The kernel's ehr-magic speaks panel protocol v${parsed.hello.protocol}, ` +
-                  `this panel v${PROTOCOL_VERSION}; upgrade ehr-magic and reload the page.`
+                  `this panel v${SUPPORTED_VERSIONS.join(' or v')}; upgrade ehr-magic and reload the page.`
               )
             );
           } else {
@@ -189,7 +190,9 @@ export class PanelConnection {
     return new Promise<IResults[T]>((resolve, reject) => {
       this._pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onEvent });
       try {
-        this._comm.send(makeRequest(id, type, params) as any);
+        // a v1 kernel is spoken to in v1 (it refuses v2 requests)
+        const version = Math.min(this.hello.protocol, PROTOCOL_VERSION);
+        this._comm.send(makeRequest(id, type, params, version) as any);
       } catch (err) {
         this._pending.delete(id);
         reject(new ConnectionClosedError(`Cannot send to the kernel: ${String(err)}`));

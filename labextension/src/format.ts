@@ -1,6 +1,6 @@
 /** Pure text formatting for the view (tested in Node). */
 
-import { AnswerPreview, IAskResult, IStatus } from './protocol';
+import { AnswerPreview, IAskResult, IStatus, IStep } from './protocol';
 import { IRun } from './state';
 
 const PHASES: Record<string, string> = {
@@ -79,6 +79,14 @@ export function describeAnswer(answer: AnswerPreview): string {
     default:
       return 'no answer';
   }
+}
+
+/** How an attempt ended: a look-up (output back to the model) is progress, not a failure. */
+export function stepOutcome(step: IStep): 'ran' | 'looked up' | 'failed' {
+  if (step.observation) {
+    return 'looked up';
+  }
+  return step.succeeded ? 'ran' : 'failed';
 }
 
 const STATUS_TEXT: Record<string, string> = {

@@ -30,7 +30,10 @@ const plugin: JupyterFrontEndPlugin<IAssistantModel> = {
     restorer: ILayoutRestorer | null,
     dialogs: ISessionContextDialogs | null
   ): IAssistantModel => {
-    const model = new AssistantModel({ copyText: text => Clipboard.copyToSystem(text) });
+    const model = new AssistantModel({
+      copyText: text => Clipboard.copyToSystem(text),
+      openFile: path => app.commands.execute('docmanager:open', { path })
+    });
     const handles = new Map<string, NotebookHandle>();
     const follow = (panel: NotebookPanel | null): void => {
       if (!panel) {

@@ -18,7 +18,8 @@ import {
   interruptKernel,
   loadExtension
 } from './comm';
-import { IInsertOutcome, IAssistantModel, INotebookHandle, INotice, IPanelState } from './tokens';
+import { IInsertOutcome, IAssistantModel, IDataView, INotebookHandle, INotice, IPanelState } from './tokens';
+import { editKnowledge, importKnowledge, loadKnowledge } from './datamodel';
 import { parseAskResult, parseConversation } from './protocol';
 import { applyEvent, failRun, finishRun, hasCode, isRunning, startRun, withInsertion } from './state';
 
@@ -29,9 +30,12 @@ export interface IModelOptions {
   openTimeout?: number;
   /** Milliseconds a success/info notice stays (0: until dismissed). */
   noticeTimeout?: number;
+  /** Open a file (path relative to the server root) in JupyterLab's editor. */
+  openFile?: (path: string) => void | Promise<void>;
 }
 
 const EMPTY_MEMORY = { query: '', entries: [], loading: false, error: null, confirmDelete: null };
+const EMPTY_DATA = { knowledge: null, loading: false, error: null, file: null, problems: [], message: null, busy: false };
 
 export const NO_NOTEBOOK: IPanelState = {
   notebook: null,
@@ -42,7 +46,9 @@ export const NO_NOTEBOOK: IPanelState = {
   memory: EMPTY_MEMORY,
   notice: null,
   thread: [],
-  conversations: false
+  conversations: false,
+  data: EMPTY_DATA,
+  knowledge: false
 };
 
 function messageOf(err: unknown): string {
@@ -123,7 +129,8 @@ export class NotebookSession {
     this._connection = connection;
     connection.closed.connect(this._onClosed, this);
     const conversations = connection.hello.types.includes('conversation');
-    this._set({ connection: 'ready', connectionError: null, conversations, thread: [] });
+    const knowledge = connection.hello.types.includes('knowledge');
+    this._set({ connection: 'ready', connectionError: null, conversations, thread: [], knowledge });
     await this.refreshStatus();
     await this.refreshThread();
     await this.searchMemory(this._state.memory.query);
@@ -378,6 +385,23 @@ export class NotebookSession {
     this._set({ memory: { ...this._state.memory, confirmDelete: null } });
   }
 
+  loadKnowledge(): Promise<void> {
+    return loadKnowledge(this);
+  }
+
+  editKnowledge(): Promise<void> {
+    return editKnowledge(this, this._options.openFile);
+  }
+
+  importKnowledge(): Promise<void> {
+    return importKnowledge(this);
+  }
+
+  /** Change the Data tab's state (datamodel.ts). */
+  setData(change: Partial<IDataView>): void {
+    this._set({ data: { ...this._state.data, ...change } });
+  }
+
   notify(notice: INotice | null): void {
     clearTimeout(this._noticeTimer);
     this._set({ notice });
@@ -550,6 +574,18 @@ export class AssistantModel implements IAssistantModel {
 
   newConversation(): Promise<void> {
     return this._active ? this._active.newConversation() : Promise.resolve();
+  }
+
+  loadKnowledge(): Promise<void> {
+    return this._active ? this._active.loadKnowledge() : Promise.resolve();
+  }
+
+  editKnowledge(): Promise<void> {
+    return this._active ? this._active.editKnowledge() : Promise.resolve();
+  }
+
+  importKnowledge(): Promise<void> {
+    return this._active ? this._active.importKnowledge() : Promise.resolve();
   }
 
   dispose(): void {

@@ -8,6 +8,7 @@ import { Message } from '@lumino/messaging';
 import { Panel as LuminoPanel, Widget } from '@lumino/widgets';
 import React, { useEffect, useRef, useState } from 'react';
 
+import { DataView } from './dataview';
 import { databaseLine, firstLine } from './format';
 import { ehrIcon } from './icons';
 import { MemoryView } from './memoryview';
@@ -70,7 +71,7 @@ export class AssistantView extends ReactWidget {
   }
 }
 
-type Tab = 'ask' | 'memory';
+type Tab = 'ask' | 'memory' | 'data';
 
 function Panel(props: { model: IAssistantModel; state: IPanelState }): JSX.Element {
   const { model, state } = props;
@@ -112,8 +113,16 @@ function Panel(props: { model: IAssistantModel; state: IPanelState }): JSX.Eleme
               onClick={() => setTab('memory')}>
               Memory{accepted !== undefined ? ` (${accepted})` : ''}
             </button>
+            {state.knowledge && (
+              <button role="tab" aria-selected={tab === 'data'} className={tab === 'data' ? 'jp-mod-active' : ''}
+                onClick={() => setTab('data')}>
+                Data
+              </button>
+            )}
           </div>
-          {tab === 'ask' ? <AskTab model={model} state={state} /> : <MemoryView model={model} state={state} />}
+          {tab === 'ask' && <AskTab model={model} state={state} />}
+          {tab === 'memory' && <MemoryView model={model} state={state} />}
+          {tab === 'data' && <DataView model={model} state={state} />}
         </>
       )}
       {state.notice && (

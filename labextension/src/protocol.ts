@@ -1,11 +1,13 @@
 /**
- * Protocol v1 between the panel and the kernel's comm target `ehr_magic.panel`
+ * Protocol v2 (and v1, its subset) between the panel and the kernel's comm target `ehr_magic.panel`
  * (docs/panel.md; the kernel side is ehr_magic/panel/protocol.py).
  *
  * Pure types and parsers: no JupyterLab imports, so the unit tests run in Node.
  */
 
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
+/** Kernels speaking v1 are served in v1: they lack the knowledge requests (no Data tab). */
+export const SUPPORTED_VERSIONS = [1, 2];
 export const COMM_TARGET = 'ehr_magic.panel';
 
 export type RequestType =
@@ -19,7 +21,10 @@ export type RequestType =
   | 'reject'
   | 'pending'
   | 'conversation'
-  | 'conversation.new';
+  | 'conversation.new'
+  | 'knowledge'
+  | 'knowledge.edit'
+  | 'knowledge.import';
 
 export type ErrorCode =
   | 'bad_message'
@@ -66,6 +71,8 @@ export interface IStep {
   knowledge: string;
   error: string | null;
   soft_failure: string | null;
+  /** The code only looked (printed, described) and its output went back to the model: not a failure. */
+  observation: string | null;
   hints: string[];
   debugger_note: string | null;
   stdout: string;
@@ -187,6 +194,65 @@ export interface IPendingResult {
   accepted: boolean;
 }
 
+/** Who said a statement: ehr-magic guessed it, a person wrote or confirmed it, or nobody. */
+export type Mark = 'drafted' | 'confirmed' | 'not described';
+
+export interface IKnowledgeColumn {
+  name: string;
+  dtype: string;
+  meaning: string;
+  mark: Mark;
+  lookup: boolean;
+  key: boolean;
+}
+
+export interface IKnowledgeJoin {
+  /** "encounters.patient -> patients.id", or the join as written when it is not one column to another */
+  arrow: string;
+  text: string;
+}
+
+export interface IKnowledgeTable {
+  name: string;
+  meaning: string;
+  meaning_mark: Mark;
+  key: string | null;
+  key_mark: Mark;
+  joins: IKnowledgeJoin[];
+  joins_mark: Mark;
+  lookup: string[];
+  lookup_mark: Mark;
+  columns: IKnowledgeColumn[];
+}
+
+/** What ehr-magic believes about the connected data (`knowledge_view.py`). */
+export interface IKnowledgeView {
+  schema: string;
+  dataset: string;
+  location: string;
+  title: string;
+  origin: string;
+  drafted: boolean;
+  clock: { time_model: string; now: string | null; text: string; mark: Mark };
+  tables: IKnowledgeTable[];
+  counts: { drafted: number; confirmed: number };
+}
+
+export interface IKnowledgeEditResult {
+  path: string;
+  /** relative to the notebook's folder; null when the file lies outside it */
+  name: string | null;
+  written: boolean;
+  message: string;
+}
+
+export interface IKnowledgeImportResult {
+  imported: boolean;
+  problems: string[];
+  message: string;
+  knowledge?: IKnowledgeView;
+}
+
 /** What each request type returns. */
 export interface IResults {
   hello: IHello;
@@ -200,6 +266,9 @@ export interface IResults {
   pending: IPendingResult;
   conversation: IConversation;
   'conversation.new': IConversation;
+  knowledge: { knowledge: IKnowledgeView };
+  'knowledge.edit': IKnowledgeEditResult;
+  'knowledge.import': IKnowledgeImportResult;
 }
 
 export interface IErrorBody {
@@ -215,7 +284,7 @@ export type IncomingMessage =
   | { kind: 'result'; id: string; type: string; result: unknown }
   | { kind: 'error'; id: string | null; error: IErrorBody };
 
-/** The kernel sent something that is not protocol v1. */
+/** The kernel sent something that is not protocol v1 or v2. */
 export class MalformedMessageError extends Error {
   constructor(message: string) {
     super(message);
@@ -226,9 +295,10 @@ export class MalformedMessageError extends Error {
 export function makeRequest(
   id: string,
   type: RequestType,
-  params: Record<string, unknown> = {}
+  params: Record<string, unknown> = {},
+  version: number = PROTOCOL_VERSION
 ): IRequest {
-  return { v: PROTOCOL_VERSION, id, type, params };
+  return { v: version, id, type, params };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -248,7 +318,7 @@ export function parseMessage(data: unknown): IncomingMessage {
   if (!isObject(data)) {
     throw new MalformedMessageError('The kernel sent a message that is not a JSON object.');
   }
-  if (data.v !== PROTOCOL_VERSION) {
+  if (!SUPPORTED_VERSIONS.includes(data.v as number)) {
     throw new MalformedMessageError(
       `The kernel speaks panel protocol v${String(data.v)}, this panel v${PROTOCOL_VERSION}; ` +
         'upgrade ehr-magic in the kernel and reload the page.'
@@ -326,6 +396,7 @@ export function parseStep(step: Record<string, unknown>): IStep {
     knowledge: str(step.knowledge),
     error: nullableStr(step.error),
     soft_failure: nullableStr(step.soft_failure),
+    observation: nullableStr(step.observation),
     hints: Array.isArray(step.hints) ? step.hints.map(h => String(h)) : [],
     debugger_note: nullableStr(step.debugger_note),
     stdout: str(step.stdout),
@@ -413,4 +484,72 @@ function parseTurns(raw: unknown[]): ITurn[] {
 export function parseConversation(raw: unknown): IConversation {
   const r = isObject(raw) ? raw : {};
   return { turns: Array.isArray(r.turns) ? parseTurns(r.turns) : [] };
+}
+
+function mark(value: unknown): Mark {
+  return value === 'confirmed' || value === 'not described' ? value : 'drafted';
+}
+
+function strings(value: unknown): string[] {
+  return Array.isArray(value) ? value.map(v => String(v)) : [];
+}
+
+function parseKnowledgeTable(t: Record<string, unknown>): IKnowledgeTable {
+  return {
+    name: str(t.name),
+    meaning: str(t.meaning),
+    meaning_mark: mark(t.meaning_mark),
+    key: typeof t.key === 'string' && t.key ? t.key : null,
+    key_mark: mark(t.key_mark),
+    joins: Array.isArray(t.joins)
+      ? t.joins.filter(isObject).map(j => ({ arrow: str(j.arrow, str(j.text)), text: str(j.text) }))
+      : [],
+    joins_mark: mark(t.joins_mark),
+    lookup: strings(t.lookup),
+    lookup_mark: mark(t.lookup_mark),
+    columns: Array.isArray(t.columns)
+      ? t.columns.filter(isObject).map(c => ({
+          name: str(c.name),
+          dtype: str(c.dtype),
+          meaning: str(c.meaning),
+          mark: mark(c.mark),
+          lookup: c.lookup === true,
+          key: c.key === true
+        }))
+      : []
+  };
+}
+
+/** Fill in a knowledge view, so the Data tab never meets a missing field. */
+export function parseKnowledgeView(raw: unknown): IKnowledgeView {
+  const r = isObject(raw) ? raw : {};
+  const clock = isObject(r.clock) ? r.clock : {};
+  const counts = isObject(r.counts) ? r.counts : {};
+  return {
+    schema: str(r.schema),
+    dataset: str(r.dataset),
+    location: str(r.location),
+    title: str(r.title),
+    origin: str(r.origin),
+    drafted: r.drafted === true,
+    clock: {
+      time_model: str(clock.time_model, 'calendar'),
+      now: typeof clock.now === 'string' ? clock.now : null,
+      text: str(clock.text),
+      mark: mark(clock.mark)
+    },
+    tables: Array.isArray(r.tables) ? r.tables.filter(isObject).map(parseKnowledgeTable) : [],
+    counts: { drafted: num(counts.drafted), confirmed: num(counts.confirmed) }
+  };
+}
+
+/** Fill in a `knowledge.import` result. */
+export function parseImportResult(raw: unknown): IKnowledgeImportResult {
+  const r = isObject(raw) ? raw : {};
+  return {
+    imported: r.imported === true,
+    problems: strings(r.problems),
+    message: str(r.message),
+    ...(isObject(r.knowledge) ? { knowledge: parseKnowledgeView(r.knowledge) } : {})
+  };
 }

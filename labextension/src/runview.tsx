@@ -8,6 +8,7 @@ import {
   formatValue,
   phaseLabel,
   statusText,
+  stepOutcome,
   stripMarker,
   summarizeResult
 } from './format';
@@ -169,17 +170,20 @@ export function RunView(props: { model: IAssistantModel; run: IRun }): JSX.Eleme
 
 function Attempt(props: { step: IStep; final: boolean }): JSX.Element {
   const { step } = props;
-  const failed = !step.succeeded;
+  const outcome = stepOutcome(step);
+  const failed = outcome === 'failed';
+  const looked = outcome === 'looked up';
   return (
-    <div className={`${CSS}-attempt ${failed ? `${CSS}-attempt-failed` : `${CSS}-attempt-ok`}`}>
+    <div className={`${CSS}-attempt ${failed ? `${CSS}-attempt-failed` : looked ? `${CSS}-attempt-looked` : `${CSS}-attempt-ok`}`}>
       <details open={failed}>
         <summary className={`${CSS}-attemptHeader`}>
           <span>Attempt {step.index}</span>
-          <span className={failed ? `${CSS}-errorText` : `${CSS}-okText`}>
-            {failed ? 'failed' : 'ran'} · {formatSeconds(step.run_seconds)}
+          <span className={failed ? `${CSS}-errorText` : looked ? `${CSS}-muted` : `${CSS}-okText`}>
+            {outcome} · {formatSeconds(step.run_seconds)}
           </span>
         </summary>
         <pre className={`${CSS}-code`}>{step.code}</pre>
+        {step.observation && <pre className={`${CSS}-observation`}>{step.observation}</pre>}
       </details>
       {step.error && <div className={`${CSS}-error`}>{step.error}</div>}
       {step.soft_failure && <div className={`${CSS}-error`}>{step.soft_failure}</div>}

@@ -4,7 +4,7 @@ import type { Kernel } from '@jupyterlab/services';
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { IMemoryEntry, IStatus, ITurn } from './protocol';
+import { IKnowledgeView, IMemoryEntry, IStatus, ITurn } from './protocol';
 import { IRun } from './state';
 
 export const PLUGIN_ID = '@ehr-magic/panel:plugin';
@@ -35,6 +35,20 @@ export interface IMemoryView {
   confirmDelete: number | null;
 }
 
+/** The Data tab: what ehr-magic believes about the data, and the file being corrected. */
+export interface IDataView {
+  knowledge: IKnowledgeView | null;
+  loading: boolean;
+  error: string | null;
+  /** the knowledge file Edit wrote, as the server and the kernel name it */
+  file: { serverPath: string; kernelPath: string } | null;
+  /** the problems of the last Import, one sentence each (nothing was stored) */
+  problems: string[];
+  /** what the last Edit or Import did */
+  message: string | null;
+  busy: boolean;
+}
+
 export interface INotice {
   kind: 'info' | 'success' | 'error';
   text: string;
@@ -53,6 +67,9 @@ export interface IPanelState {
   thread: ITurn[];
   /** false when the kernel's ehr-magic has no conversations (no thread, no button) */
   conversations: boolean;
+  /** the Data tab; `knowledge` is false for a kernel without the knowledge requests (protocol v1) */
+  data: IDataView;
+  knowledge: boolean;
 }
 
 /** The result of inserting a cell in a notebook. */
@@ -98,6 +115,12 @@ export interface IAssistantModel {
   dismissNotice(): void;
   /** Start a new conversation: the next question stands alone. */
   newConversation(): Promise<void>;
+  /** Read what ehr-magic believes about the data (the Data tab). */
+  loadKnowledge(): Promise<void>;
+  /** Write the knowledge file beside the notebook and open it in JupyterLab's editor. */
+  editKnowledge(): Promise<void>;
+  /** Check the knowledge file against the database and store it (problems show in the tab). */
+  importKnowledge(): Promise<void>;
 }
 
 /** The panel's model, for other plugins (e.g. to ask from a context menu). */

@@ -130,22 +130,8 @@ def lab(ehrsql_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_ask_insert_and_run_from_the_panel(lab, tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
-
     DOCS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1360, "height": 900}, device_scale_factor=1)
-        page = browser.pages[0] if browser.pages else browser.new_page()
-        try:
-            _run_scenario(page, expect, lab, tmp_path)
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"))
-            print("JupyterLab log tail:\n" + lab["log"].read_text()[-4000:])
-            raise
-        finally:
-            browser.close()
+    in_browser(lab, tmp_path, lambda page, expect: _run_scenario(page, expect, lab, tmp_path))
 
 
 def _run_scenario(page, expect, lab, tmp_path: Path) -> None:
@@ -271,25 +257,12 @@ def _conversation_responder(request: dict) -> FakeReply:
 
 
 def test_conversation_thread_in_the_panel(lab, tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
-
     lab["llm"].responder = _conversation_responder
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1360, "height": 900}, device_scale_factor=1)
-        page = browser.pages[0] if browser.pages else browser.new_page()
-        try:
-            _thread_scenario(page, expect, lab)
-        except Exception:
-            page.screenshot(path=str(tmp_path / "failure.png"))
-            print("JupyterLab log tail:\n" + lab["log"].read_text()[-4000:])
-            raise
-        finally:
-            browser.close()
+    in_browser(lab, tmp_path, lambda page, expect: _thread_scenario(page, expect, lab))
 
 
-def _thread_scenario(page, expect, lab) -> None:
+def open_panel(page, expect, lab, width: int):
+    """Open the notebook and the panel (Alt+Shift+E), widen it, load ehr_magic; the panel."""
     page.set_default_timeout(60_000)
     expect.set_options(timeout=45_000)
     page.goto(lab["url"])
@@ -301,9 +274,14 @@ def _thread_scenario(page, expect, lab) -> None:
     page.keyboard.press("Alt+Shift+E")
     panel = page.locator("#ehr-magic-assistant")
     expect(panel).to_be_visible()
-    _widen(page, panel, 440)
+    _widen(page, panel, width)
     panel.get_by_role("button", name="Load ehr_magic").click()
     expect(panel.get_by_text("connected", exact=True)).to_be_visible()
+    return panel
+
+
+def _thread_scenario(page, expect, lab) -> None:
+    panel = open_panel(page, expect, lab, 440)
     page.evaluate("""async () => {
         const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
         await kernel.requestExecute({code: "import polars as pl\\n"
@@ -343,3 +321,23 @@ def _thread_scenario(page, expect, lab) -> None:
     # Wording never refuses: the question reaches the model, which sees no earlier turn and asks.
     expect(panel.locator(".jp-EhrAssistant-run")).to_contain_text("Only the men of which question?")
     assert len(lab["llm"].chat_requests()) == len(requests) + 1
+
+
+def in_browser(lab, tmp_path: Path, scenario) -> None:
+    """Run ``scenario(page, expect)`` in headless Chromium on ``lab``; on failure keep a
+    screenshot with the test's files and print the JupyterLab log's tail."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1360, "height": 900}, device_scale_factor=1)
+        page = browser.pages[0] if browser.pages else browser.new_page()
+        try:
+            scenario(page, expect)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            print("JupyterLab log tail:\n" + lab["log"].read_text()[-4000:])
+            raise
+        finally:
+            browser.close()

@@ -9,7 +9,8 @@ they compare with the dataset clock and with polars datetimes.
 Each folder gets its own schema id, ``csv_<folder name>``, so that remembered cells of
 one folder never answer on another; ``--schema`` chooses another. The knowledge drafted
 from the data (``ehr_magic.data.drafting``) is stored in the database, in the same atomic
-build, and travels with it to a server target.
+build, and travels with it to a server target. Re-loading into the same database file keeps
+every statement a person wrote or confirmed there (``knowledge_store.keep_confirmed``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from pathlib import Path
 
 import duckdb
 
-from ehr_magic.data import drafting
+from ehr_magic.data import drafting, knowledge_store
 from ehr_magic.data.build import write_knowledge
 from ehr_magic.data.clock import parse_time
+from ehr_magic.data.knowledge import CONFIRMED
 from ehr_magic.data.sources.csvdir import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
 from ehr_magic.errors import DataSourceError
 
@@ -114,8 +116,15 @@ def load(
             progress("drafting knowledge", len(files), len(files))
         notes = _drop_time_zones(con, files)
         knowledge, anchor = drafting.draft(con, files, schema=schema, dataset=dataset, now=given, notes=notes)
+        # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
+        knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
+        if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:
+            anchor = knowledge_store.clock_time(knowledge.clock, lambda t, c: con.execute(
+                f"SELECT max({drafting.quote(c)}) FROM {drafting.quote(t)}").fetchone()[0])
         write_knowledge(con, schema, knowledge.to_yaml())
         return anchor
+
+    previous = knowledge_store.stored_at(out, schema)
 
     return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
                        now=now, progress=progress, finish=finish)

@@ -53,12 +53,12 @@ describe('PanelConnection.open', () => {
     kernel.greets = false;
     const opening = PanelConnection.open(kernel.asKernel());
     await settle();
-    kernel.comm.deliver({ v: 1, kind: 'hello', protocol: 2, ehr_magic: '9.0', types: [] });
+    kernel.comm.deliver({ v: 1, kind: 'hello', protocol: 3, ehr_magic: '9.0', types: [] });
     await expect(opening).rejects.toBeInstanceOf(ProtocolError);
     const again = PanelConnection.open(kernel.asKernel());
     await settle();
-    kernel.comm.deliver({ v: 2, kind: 'hello' });
-    await expect(again).rejects.toThrow(/protocol v2/);
+    kernel.comm.deliver({ v: 3, kind: 'hello' });
+    await expect(again).rejects.toThrow(/protocol v3/);
   });
 });
 

@@ -1,5 +1,5 @@
 /** Fakes of the JupyterLab kernel objects the panel uses: a kernel that speaks
- * protocol v1 from scripted handlers, and a notebook handle that records inserts. */
+ * protocol v1 (or v2) from scripted handlers, and a notebook handle that records inserts. */
 
 import type { Kernel } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
@@ -88,6 +88,8 @@ export class FakeKernel {
   greets = true;
   /** the request types the kernel's hello lists */
   types: string[] = [];
+  /** the protocol version the kernel's hello names and its replies carry */
+  protocol = 1;
   comms: FakeComm[] = [];
   executed: Data[] = [];
   executeReply: Data = { status: 'ok' };
@@ -122,7 +124,7 @@ export class FakeKernel {
       if (!this.loaded) {
         comm.closeFromKernel();
       } else if (this.greets) {
-        comm.deliver({ v: 1, kind: 'hello', protocol: 1, ehr_magic: '0.1.0', types: this.types });
+        comm.deliver({ v: this.protocol, kind: 'hello', protocol: this.protocol, ehr_magic: '0.1.0', types: this.types });
       }
     });
   }
@@ -130,7 +132,7 @@ export class FakeKernel {
   received(comm: FakeComm, data: Data): void {
     this.requests.push(data);
     const id = data.id;
-    const send = (m: Data) => this.later(() => !comm.isDisposed && comm.deliver({ v: 1, id, ...m }));
+    const send = (m: Data) => this.later(() => !comm.isDisposed && comm.deliver({ v: this.protocol, id, ...m }));
     const reply: Replier = {
       event: event => send({ kind: 'event', event }),
       result: result => send({ kind: 'result', type: data.type, result }),

@@ -7,6 +7,7 @@ import {
   modelLine,
   phaseLabel,
   statusText,
+  stepOutcome,
   stripMarker,
   summarizeResult
 } from '../format';
@@ -71,5 +72,17 @@ describe('formatting', () => {
     expect(modelLine({ ...STATUS, model: { configured: false, error: 'x' } } as any)).toBe('not configured');
     expect(firstLine('a\nb')).toBe('a');
     expect(firstLine('x'.repeat(300), 10)).toHaveLength(10);
+  });
+});
+
+describe('stepOutcome', () => {
+  const base = {
+    index: 1, code: 'print(ehr.describe("t"))', knowledge: '', error: null, soft_failure: null, observation: null,
+    hints: [], debugger_note: null, stdout: '', answer_preview: '', run_seconds: 0.1, succeeded: false
+  };
+  it('names a look-up as such, not as a failure', () => {
+    expect(stepOutcome({ ...base, observation: 'Printed output:\ncolumn type' })).toBe('looked up');
+    expect(stepOutcome({ ...base, soft_failure: 'the code did not set `answer`' })).toBe('failed');
+    expect(stepOutcome({ ...base, succeeded: true })).toBe('ran');
   });
 });

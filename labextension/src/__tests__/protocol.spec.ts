@@ -2,8 +2,9 @@ import { MalformedMessageError, makeRequest, parseAskResult, parseMessage } from
 
 describe('makeRequest', () => {
   it('builds a v1 request', () => {
-    expect(makeRequest('r1', 'ask', { question: 'q' })).toEqual({ v: 1, id: 'r1', type: 'ask', params: { question: 'q' } });
-    expect(makeRequest('r2', 'status')).toEqual({ v: 1, id: 'r2', type: 'status', params: {} });
+    expect(makeRequest('r1', 'ask', { question: 'q' })).toEqual({ v: 2, id: 'r1', type: 'ask', params: { question: 'q' } });
+    expect(makeRequest('r2', 'status')).toEqual({ v: 2, id: 'r2', type: 'status', params: {} });
+    expect(makeRequest('r3', 'status', {}, 1)).toEqual({ v: 1, id: 'r3', type: 'status', params: {} });
   });
 });
 
@@ -40,7 +41,7 @@ describe('parseMessage', () => {
     ['an array', []],
     ['null', null],
     ['no version', { kind: 'hello' }],
-    ['another version', { v: 2, kind: 'hello' }],
+    ['another version', { v: 3, kind: 'hello' }],
     ['unknown kind', { v: 1, kind: 'gossip' }],
     ['event without id', { v: 1, kind: 'event', event: { kind: 'token' } }],
     ['unknown event kind', { v: 1, id: 'r', kind: 'event', event: { kind: 'mystery' } }],

@@ -2,7 +2,7 @@ import { parseAskResult } from '../protocol';
 import { applyEvent, failRun, finishRun, hasCode, isRunning, startRun, withInsertion } from '../state';
 
 const step = (index: number, succeeded: boolean) => ({
-  index, code: `answer = ${index}`, knowledge: '', error: succeeded ? null : 'NameError: x', soft_failure: null,
+  index, code: `answer = ${index}`, knowledge: '', error: succeeded ? null : 'NameError: x', soft_failure: null, observation: null,
   hints: [], debugger_note: succeeded ? null : 'use y', stdout: '', answer_preview: '', run_seconds: 0.1, succeeded
 });
 
