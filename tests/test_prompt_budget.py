@@ -12,6 +12,7 @@ import ehr_magic
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.budget import PromptTooLongError, reply_reserve, tables_within
+from ehr_magic.agent.context import index_columns
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
 from ehr_magic.llm.tokens import estimate_prompt_tokens
@@ -66,8 +67,9 @@ def test_a_bad_window_setting_is_one_sentence(fake_llm, monkeypatch) -> None:
 def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_own(ehr) -> None:
     prompt = agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(8192, "test"))
     system, user = (m["content"] for m in prompt.messages)
-    for table in ehr.tables():
-        assert f"\n{table}: " in system  # the one-line index
+    for table in ehr.tables():  # the one-line index: row and columns, or only the columns when the
+        columns = index_columns(ehr, table)  # chosen tables fill the window (16 in full here)
+        assert f"\n{table}: " in system or f"\n{table}({columns})\n" in system
     assert "## labevents" in user and "## d_labitems" in user and "## admissions" in user
     assert "## labevents" not in system  # full descriptions travel with the question
     assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables[:4])  # ranked first

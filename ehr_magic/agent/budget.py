@@ -8,7 +8,7 @@ than the window allows, shrunk in this order:
 1. the conversation's earlier turns (older ones lose their code, then drop);
 2. the few-shot examples, least similar first;
 3. the clinical skills block;
-4. the system prompt's table index, to names only;
+4. the system prompt's table index, to each table's column names, then to table names only;
 5. the described tables, lowest score first, from a full description to one line
    (column names and joins), down to the best one;
 6. the one-line tables, lowest score first.
@@ -46,7 +46,8 @@ class Layout:
     examples: int
     skills: bool = True
     history_tokens: int | None = None  # None: the conversation's own budget
-    full_index: bool = True  # one line per table in the system prompt; else names only
+    full_index: bool = True  # one line per table in the system prompt (row, columns); else columns only
+    index_columns: bool = True  # when not full_index: each table's column names; else table names only
     brief: int = 0  # how many of the next chosen tables get one line each (column names, joins)
 
 
@@ -115,6 +116,8 @@ def _shrinking(full: Layout):
         layout = dataclasses.replace(layout, skills=False)
         yield layout
     layout = dataclasses.replace(layout, full_index=False)
+    yield layout
+    layout = dataclasses.replace(layout, index_columns=False)
     yield layout
     chosen = full.tables + full.brief
     for count in range(full.tables - 1, 0, -1):

@@ -17,15 +17,17 @@ from ehr_magic.agent.executor import ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
-def system_prompt(ehr: Any, *, full_index: bool = True) -> str:
+def system_prompt(ehr: Any, *, full_index: bool = True, columns: bool = True) -> str:
     """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
-    every table (names only when ``full_index`` is false, for the smallest windows)."""
-    return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index,
+    every table (for smaller windows, when ``full_index`` is false: its column names only, or
+    with ``columns`` false, only the table names)."""
+    return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index, columns,
                               ehr.stored_knowledge)
 
 
 @lru_cache(maxsize=16)
-def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, stored_knowledge: str | None) -> str:
+def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, columns: bool,
+                       stored_knowledge: str | None) -> str:
     from ehr_magic.data import connect
 
     # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it, and on
@@ -39,7 +41,8 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, store
             introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
-                              table_index=table_index(ehr, full=full_index), time_rules=_time_rules(ehr))
+                              table_index=table_index(ehr, full=full_index, columns=columns),
+                              time_rules=_time_rules(ehr))
 
 
 def _time_rules(ehr: Any) -> str:
@@ -49,19 +52,31 @@ def _time_rules(ehr: Any) -> str:
     return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def table_index(ehr: Any, *, full: bool = True) -> str:
-    """One line per table (what a row is), or only the names; absent tables named last."""
+def table_index(ehr: Any, *, full: bool = True, columns: bool = True) -> str:
+    """One line per table: what a row is and every column, so that no column name is ever
+    unknown to the model (only the table and column names when ``full`` is false, and only the
+    table names when ``columns`` is false too, for the smallest windows); absent tables named last."""
     knowledge = ehr.knowledge
-    tables = ehr.tables()
-    if not full:
-        lines = [", ".join(tables)]
+    if full or columns:
+        lines = [f"{knowledge.tables[t].summary()} Columns: {index_columns(ehr, t)}."
+                 if full and knowledge is not None and t in knowledge.tables else f"{t}({index_columns(ehr, t)})"
+                 for t in ehr.tables()]
     else:
-        lines = [knowledge.tables[t].summary() if knowledge and t in knowledge.tables else
-                 f"{t}: columns {', '.join(ehr.columns(t))}" for t in tables]
+        lines = [", ".join(ehr.tables())]
     absent = knowledge.absent if knowledge is not None else ()
     if absent:
         lines.append(f"Not in this database (questions that need them cannot be answered): {', '.join(absent)}.")
     return "\n".join(lines)
+
+
+_TIME_TYPES = ("TIMESTAMP", "DATE", "TIME")
+
+
+def index_columns(ehr: Any, table: str) -> str:
+    """The column names of ``table``, with the type of time columns only (a name seldom says it
+    holds a time, and dates are where code goes wrong; other types cost tokens and help little)."""
+    return ", ".join(f"{name} {kind.split('(')[0].split(' ')[0].lower()}" if kind.upper().startswith(_TIME_TYPES)
+                     else name for name, kind in ehr.columns(table).items())
 
 
 def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = ()) -> str:

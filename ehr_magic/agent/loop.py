@@ -349,7 +349,8 @@ class Agent:
         window = window or self.context_window()
 
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
-            system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index)}
+            system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
+                                                                        columns=layout.index_columns)}
             tables = context.table_details(self.ehr, choice.tables[:layout.tables],
                                            choice.tables[layout.tables:layout.tables + layout.brief])
             text = context.question_message(question, shots[:layout.examples], knowledge,

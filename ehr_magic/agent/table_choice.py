@@ -4,9 +4,12 @@ A small model's window holds the full description of a few tables, not of a whol
 (the MIMIC-IV demo's 31 tables take about 9k tokens). Each table gets a score from four
 signals, all read from the dataset's own knowledge and data, none written per schema:
 
-- the question's words against the table's words: its name, row, description and
-  columns, and the conventions that name it (IDF-weighted, so words that every table
-  shares count little);
+- the question's words against the table's words: its name and column names (split:
+  ``LabTestKey`` -> lab test key; a word inside a name run together, 'test' in
+  ``labtestkey``, counts for less), its row, description and column meanings, and the
+  conventions that name it (IDF-weighted, so words that every table shares count little);
+  a word counts for the other words of its group in ``schema_words.txt`` ('cost' finds
+  a charges table, 'drug' a medication-orders table, whatever the schema calls them);
 - stored values: a question word that is a whole looked-up value ('ptt', 'potassium'),
   or a rare word of a table's looked-up values (``vocabulary`` columns: lab labels,
   drug names...), points at that table;
@@ -14,7 +17,11 @@ signals, all read from the dataset's own knowledge and data, none written per sc
 - joins: the spine tables that most others join to (admissions in MIMIC, patient in
   eICU) always, and the tables a chosen table joins to, at a share of its score, up to
   two joins away; a table chosen by a whole stored value passes on nearly all of it
-  (d_items 'lr' -> inputevents -> icustays), since its values are useless without them.
+  (d_items 'lr' -> inputevents -> icustays), since its values are useless without them;
+  a sure dictionary (a table that joins nothing and that a few others join) brings
+  those too (lab tests -> lab results).
+
+When no table is sure, the likeliest few are shown in one line each rather than none.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first; the prompt budget
 (``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
@@ -29,6 +36,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -50,6 +59,12 @@ _MAX_VALUE_TABLES = 4  # a value word found in more tables than this says nothin
 _MIN_VALUE_WORD = 4
 _RARE_IDF = 2.0
 _MIN_WHOLE_VALUE = 2
+_MIN_PART = 4  # a question word this long counts inside a name run together ('test' in 'labtestkey')
+_PART_SHARE = 0.8  # of the word's weight: a part of a name is less sure than a whole word
+_MAX_REFERRERS = 3  # a sure dictionary joined from this few brings them too: lab tests -> lab results
+_SURE = 2.0  # below this best score the choice is unsure: show more tables, in one line
+_UNSURE_TABLES = 6
+_SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 
 _WORD = re.compile(r"[a-z0-9]+")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
@@ -75,6 +90,28 @@ def _content_words(text: str) -> list[str]:
             if len(w) >= 3 and w not in _STOP and not w.isdigit()]
 
 
+@cache
+def _synonyms() -> dict[str, frozenset[str]]:
+    """Stem -> the stems of the other words of its group (``schema_words.txt``)."""
+    text = resources.files("ehr_magic.agent").joinpath("schema_words.txt").read_text(encoding="utf-8")
+    found: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            group = {_stem(w) for w in line.split()}
+            for stem in group:
+                found.setdefault(stem, set()).update(group - {stem})
+    return {stem: frozenset(others) for stem, others in found.items()}
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def identifier_words(name: str) -> list[str]:
+    """The words of a table or column name: snake_case and CamelCase split (``LabTestKey`` ->
+    lab test key); a name run together (``admitdatetime``) is matched by its parts in ``choose``."""
+    return _content_words(_CAMEL.sub(" ", name))
+
+
 def tables_in_code(tables: Iterable[str], code: str) -> list[str]:
     """The tables (of ``tables``) that ``code`` names."""
     words = set(_IDENTIFIER.findall(code.lower()))
@@ -98,12 +135,15 @@ class TablePicker:
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
+        self._names = {t: tuple({re.sub(r"[^a-z0-9]", "", n.lower()) for n in (t, *self.ehr.columns(t))})
+                       for t in self.tables}
         document_frequency = Counter(word for words in self._documents.values() for word in words)
         count = max(1, len(self.tables))
         self._idf = {word: math.log(1 + count / n) for word, n in document_frequency.items()}
         self._joins = {t: tuple(j for j in info.join_targets if j in self.tables)
                        for t, info in self._described.items()}
         joined_by = Counter(j for targets in self._joins.values() for j in targets)
+        self._referrers = {t: tuple(r for r, targets in self._joins.items() if t in targets) for t in self.tables}
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._value_words: dict[str, dict[str, bool]] | None = None
@@ -114,8 +154,15 @@ class TablePicker:
         scores: Counter[str] = Counter()
         words = set(_content_words(question))
         named = set(_WORD.findall(question.lower().replace(" ", "_"))) | set(_WORD.findall(question.lower()))
+        # A word no table uses stands for the other words of its group: a bridge between the
+        # question's words and the schema's, never extra weight for a word the schema speaks.
+        related = {s for w in words if w not in self._idf for s in _synonyms().get(w, ())} - words
         for table, document in self._documents.items():
             scores[table] += sum(self._idf[w] for w in words & document)
+            scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in words - document
+                                 if len(w) >= _MIN_PART and self._in_names(w, table))
+            # the best word of a group only: 'cost' and 'charge' in one question count once
+            scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
         for word in set(_WORD.findall(question.lower())):
@@ -135,22 +182,37 @@ class TablePicker:
             for table, score in list(scores.items()):
                 if score >= THRESHOLD and table not in self.spine:
                     share = _STRONG_PARTNER_SHARE if score >= _STRONG else _PARTNER_SHARE
-                    for partner in self._joins.get(table, ()):
+                    referrers = self._referrers.get(table, ())
+                    if score < _STRONG or len(referrers) > _MAX_REFERRERS or self._joins.get(table):
+                        referrers = ()  # only a sure dictionary (joins nothing, joined from few) brings its events
+                    partners = self._joins.get(table, ()) + referrers
+                    for partner in partners:
                         scores[partner] = max(scores[partner], share * score)
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
+        if best < _SURE:
+            # Unsure: the likeliest tables in one line each beat a prompt that describes none.
+            likely = sorted((t for t in self.tables if t not in chosen), key=lambda t: (-scores[t], t))
+            chosen += likely[:max(0, _UNSURE_TABLES - len(chosen))]
         return TableChoice(tuple(chosen), {t: round(scores[t], 2) for t in chosen})
 
     # -- the words of each table -------------------------------------------------------------
 
+    def _in_names(self, word: str, table: str) -> bool:
+        return any(word in name for name in self._names[table])
+
+    def _part_idf(self, word: str) -> float:
+        found = sum(self._in_names(word, t) for t in self.tables)
+        return math.log(1 + len(self.tables) / max(1, found))
+
     def _table_documents(self, knowledge: Any) -> dict[str, frozenset[str]]:
         documents: dict[str, set[str]] = {}
         for table in self.tables:
-            words = set(_content_words(table))
+            words = set(identifier_words(table))
+            for column in self.ehr.columns(table):
+                words.update(identifier_words(column))
             info = self._described.get(table)
             if info is not None:
-                words.update(_content_words(" ".join((info.row, info.description, *info.columns, *info.columns.values()))))
-            else:
-                words.update(_content_words(" ".join(self.ehr.columns(table))))
+                words.update(_content_words(" ".join((info.row, info.description, *info.columns.values()))))
             documents[table] = words
         for rule in knowledge.conventions if knowledge else ():
             named = tables_in_code(self.tables, rule)

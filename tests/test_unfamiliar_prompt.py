@@ -1,0 +1,95 @@
+"""A stranger's tables: a renamed copy of the EHRSQL-2024 database loaded as a plain CSV folder
+(knowledge drafted from the data only). The prompt carries every table's columns, and table
+choice finds the tables a question needs through split names and schema words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ehr_magic
+from datapaths import EHRSQL_SQLITE
+from ehr_magic.agent import Agent, AgentSettings
+from ehr_magic.agent.context import system_prompt
+from ehr_magic.agent.table_choice import TablePicker, identifier_words
+from ehr_magic.data import sources
+from ehr_magic.eval import renamed
+from ehr_magic.llm.window import ContextWindow
+from ehr_magic.magic.command import read_marker
+from test_magic import ipython_shell
+
+QUESTION = "What was the name of the drug that was prescribed to patient 10020187 for the last time?"
+CODE = ("answer = ehr.sql(\"SELECT medication FROM medication_orders WHERE patient_id = 10020187 "
+        "ORDER BY started_at DESC LIMIT 1\").item()")
+
+
+@pytest.fixture(scope="module")
+def copy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 'descriptive' copy as CSV files, loaded with ``data load csv``."""
+    work = tmp_path_factory.mktemp("unfamiliar")
+    names = renamed.naming("descriptive", renamed.source_columns(EHRSQL_SQLITE))
+    renamed.build_sqlite(EHRSQL_SQLITE, names, work / "renamed.sqlite")
+    renamed.write_csv_folder(work / "renamed.sqlite", names, work / "hospital_export")
+    out = work / "export.duckdb"
+    sources.load("csv", [work / "hospital_export"], out)
+    return out
+
+
+@pytest.fixture()
+def ehr(copy_db: Path):
+    with ehr_magic.connect(copy_db) as handle:
+        yield handle
+
+
+def test_the_index_carries_every_column_of_every_table(ehr) -> None:
+    assert ehr.schema == "csv_hospital_export"
+    for full in (True, False):  # the full index and the smallest windows' compact one
+        system = system_prompt(ehr, full_index=full)
+        for table in ehr.tables():
+            line = next(line for line in system.splitlines() if line.startswith(table))
+            for column in ehr.columns(table):
+                assert column in line, (table, column)
+    assert "admitdatetime timestamp" in system_prompt(ehr)  # a time column says so
+
+
+def test_names_are_split_into_words() -> None:
+    assert identifier_words("LabTestKey") == ["lab", "test", "key"]
+    assert identifier_words("admission_id") == ["admis"]  # stems; 'id' is too short to count
+    assert identifier_words("ICUStayKey") == ["icu", "stay", "key"]
+
+
+@pytest.mark.parametrize(("question", "table"), [
+    ("How much does vancomycin oral liquid cost?", "billing_charges"),  # cost -> charges (schema words)
+    ("Calculate how many unique drugs patient 10006580 was prescribed in 04/last year.", "medication_orders"),
+    ("What was the first microbiology test of patient 10005817?", "culture_results"),
+    ("What was the last input of patient 10014729 on 03/06/2100?", "icu_intake"),
+])
+def test_schema_words_find_the_table_whatever_it_is_called(ehr, question: str, table: str) -> None:
+    choice = TablePicker(ehr).choose(question)
+    assert table in choice.tables[:3], choice.scores
+
+
+def test_an_unsure_choice_shows_tables_rather_than_none(ehr) -> None:
+    prompt = Agent(ehr, None, settings=AgentSettings()).prompt("What is the average of it?",
+                                                               window=ContextWindow(8192, "test"))
+    assert prompt.layout.tables >= 1 and len(prompt.tables) >= 3
+
+
+@pytest.fixture()
+def ip(copy_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    yield from ipython_shell(copy_db, monkeypatch, tmp_path)
+
+
+def test_magic_on_a_renamed_copy_describes_the_tables_the_question_needs(ip, fake_llm) -> None:
+    expected = ip.user_ns["ehr"].sql("SELECT medication FROM medication_orders WHERE patient_id = 10020187 "
+                                     "ORDER BY started_at DESC LIMIT 1").item()
+    fake_llm.enqueue(f"```python\n{CODE}\n```")
+    ip.run_cell_magic("ehr", "", QUESTION)
+    assert ip.user_ns["answer"] == expected
+    _token, question, body = read_marker(getattr(ip, "rl_next_input", "") or "")
+    assert question == QUESTION and "medication_orders" in body
+    first = fake_llm.chat_requests()[0].json["messages"]
+    system, user = first[0]["content"], first[-1]["content"]
+    assert "## medication_orders" in user  # described in full with the question
+    assert "medication_orders:" in system and "administration_route" in system  # every column in the index
