@@ -212,13 +212,22 @@ class TablePicker:
                 words.update(identifier_words(column))
             info = self._described.get(table)
             if info is not None:
-                words.update(_content_words(" ".join((info.row, info.description, *info.columns.values()))))
+                text = " ".join((info.row, info.description, *info.columns.values()))
+                # another table named in the text ("refers to admissions.hadm_id", "referred to by
+                # charges") says what this table joins, not what it holds: its words stay with it
+                words.update(_content_words(self._other_tables(table).sub(" ", text)))
             documents[table] = words
         for rule in knowledge.conventions if knowledge else ():
             named = tables_in_code(self.tables, rule)
             for table in named:
                 documents[table].update(_content_words(rule))
         return {t: frozenset(w) for t, w in documents.items()}
+
+    def _other_tables(self, table: str) -> re.Pattern[str]:
+        others = sorted((t for t in self.tables if t != table), key=len, reverse=True)
+        if not others:
+            return re.compile(r"(?!)")
+        return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
 
     def _value_index(self) -> dict[str, dict[str, bool]]:
         """Word of a looked-up value -> {table whose values have it: whether a whole value is
