@@ -97,3 +97,25 @@ def test_magic_on_a_renamed_copy_describes_the_tables_the_question_needs(ip, fak
     system, user = first[0]["content"], first[-1]["content"]
     assert "## medication_orders" in user  # described in full with the question
     assert "medication_orders:" in system and "administration_route" in system  # every column in the index
+
+
+@pytest.mark.parametrize(("question", "dictionary", "events"), [
+    ("What was the last Hb of patient 10004235?", "lab_test_types", "lab_results"),  # shorthand -> stored value
+    ("What was the last hemoglobin of patient 10004235?", "lab_test_types", "lab_results"),
+    ("What was the average heart rate of patient 10004235 yesterday?", "bedside_item_catalog", "bedside_observations"),
+    ("What was the average HR of patient 10004235 yesterday?", "bedside_item_catalog", "bedside_observations"),
+])
+def test_a_stored_value_finds_its_dictionary_and_the_dictionary_its_events(ehr, question, dictionary, events) -> None:
+    choice = TablePicker(ehr).choose(question)
+    assert dictionary in choice.tables and events in choice.tables, choice.scores
+    prompt = Agent(ehr, None, settings=AgentSettings()).prompt(question, window=ContextWindow(8192, "test"))
+    assert {dictionary, events} <= set(prompt.tables[:prompt.layout.tables]), prompt.tables
+
+
+def test_only_shorthand_written_as_such_is_expanded() -> None:
+    from ehr_magic.agent.table_choice import shorthand_words
+
+    assert "hemoglobin" in shorthand_words("What was the last Hb of patient 1?")
+    assert {"heart", "rate"} <= shorthand_words("the average HR yesterday")
+    assert shorthand_words("what was in it as of today") == set()  # English words that are also abbreviations
+    assert shorthand_words("Hours after admission") == set()  # a capitalised first word is just a word

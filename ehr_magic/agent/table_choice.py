@@ -42,6 +42,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from ehr_magic.data.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.memory.similarity import default_tokens
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
@@ -106,6 +107,27 @@ def _synonyms() -> dict[str, frozenset[str]]:
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+def shorthand_words(question: str) -> set[str]:
+    """The words of what clinical shorthand in ``question`` stands for ('Hb' -> hemoglobin, 'HR'
+    -> heart rate), so a dictionary that spells the term out is found through its values. Only a
+    token written with a capital counts (Hb, K, COPD, Lasix), and a capitalised first word of a
+    sentence only when it is all capitals, so English words that are also abbreviations ('in',
+    'as', 'What') do not."""
+    vocabulary = clinical_vocabulary()
+    found: set[str] = set()
+    for match in _TOKEN.finditer(question):
+        token = match.group()
+        initial = not question[:match.start()].strip() or question[:match.start()].rstrip()[-1] in ".?!:"
+        if not (token.isupper() or any(c.isupper() for c in token[1:]) or (token[0].isupper() and not initial)):
+            continue
+        for expansion in vocabulary.expand(token)[:1]:  # the first meaning: the most common one
+            found.update(w for w in _WORD.findall(expansion.lower()) if len(w) >= 3 and w not in _STOP)
+    return found
+
+
 def identifier_words(name: str) -> list[str]:
     """The words of a table or column name: snake_case and CamelCase split (``LabTestKey`` ->
     lab test key); a name run together (``admitdatetime``) is matched by its parts in ``choose``."""
@@ -165,7 +187,7 @@ class TablePicker:
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
-        for word in set(_WORD.findall(question.lower())):
+        for word in set(_WORD.findall(question.lower())) | shorthand_words(question):
             # a word that many tables' descriptions use ('visit', 'hospital') says little inside a value
             common = min(1.0, self._idf.get(_stem(word), math.inf) / _RARE_IDF)
             for table, whole in self._value_index().get(word, {}).items():
