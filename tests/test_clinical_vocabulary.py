@@ -175,3 +175,12 @@ def test_value_hints_understand_shorthand(mimic_iv) -> None:
     (hint,) = value_hints(polars_code, mimic_iv)
     assert hint.closest[0] == "isosorbide dinitrate"
     assert "closest stored values: 'isosorbide dinitrate'" in hint.describe()
+
+
+@pytest.mark.parametrize("query", ["creatinine", "potassium", "hemoglobin", "Hb", "K", "heart rate", "COPD"])
+def test_the_best_value_is_the_same_whatever_k(mimic_iii, query: str) -> None:
+    # A place kept for another meaning of a term (or its stored abbreviation, 'Cr' for
+    # 'creatinine') never takes the best value's place: k=1 is the first of k=5.
+    for table, column in (("d_labitems", "label"), ("d_items", "label"), ("d_icd_diagnoses", "long_title")):
+        five = mimic_iii.lookup(table, column, query, k=5)
+        assert mimic_iii.lookup(table, column, query, k=1) == five[:1], (table, query)

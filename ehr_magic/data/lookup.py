@@ -103,7 +103,9 @@ class Vocabulary:
         chosen = ranked[:k]
         for i in reserved:  # each meaning of an ambiguous abbreviation keeps a place
             if i not in chosen and len(chosen) == k:
-                replaceable = [j for j in chosen if j not in reserved]
+                # but never the best value's place: k=1 asks for the best one ('creatinine' is
+                # 'Creatinine', not the stored abbreviation 'Cr' that a place was kept for)
+                replaceable = [j for j in chosen[1:] if j not in reserved]
                 if replaceable:
                     chosen.remove(replaceable[-1])
                     chosen.append(i)
