@@ -153,7 +153,8 @@ def test_the_debugger_sees_the_earlier_questions_when_no_restatement_came(fake_l
         session.ask("How many patients are there?")
         session.ask("Only the female ones.")
     body = debugger_requests(fake_llm)[0].json["messages"][-1]["content"]
-    assert "- How many patients are there?\nOnly the female ones." in body
+    assert body.startswith("Question: Only the female ones.\n(the latest question of a conversation; the earlier "
+                           "ones were:)\n- How many patients are there?")
 
 
 def test_a_look_up_is_masked_at_the_schema_level(fake_llm, make_agent, ehr) -> None:

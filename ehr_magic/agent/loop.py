@@ -412,8 +412,9 @@ def _debugged_question(question: str, result: AgentResult, conversation: Convers
     earlier = [turn.question for turn in conversation.turns] if conversation is not None else []
     if not earlier:
         return question
-    return "\n".join(["(the latest of a conversation; earlier questions:)", *(f"- {q}" for q in earlier[-3:]),
-                      question])
+    # the question itself first: it is what the code must answer; its conversation follows
+    return "\n".join([question, "(the latest question of a conversation; the earlier ones were:)",
+                      *(f"- {q}" for q in earlier[-3:])])
 
 
 def _looks_left(count: int) -> str:
