@@ -17,7 +17,7 @@ import pytest
 
 import ehr_magic
 from ehr_magic.agent import AgentSettings, context
-from ehr_magic.agent.conversation import TurnSummary, fit_turns
+from ehr_magic.agent.turns import TurnSummary, fit_turns
 from ehr_magic.llm import LLMClient, resolve_settings
 from ehr_magic.session import Session
 from ehr_magic.session.conversation import describe_answer

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 import ehr_magic
-from ehr_magic.agent.conversation import ConversationContext, TurnSummary, fit_turns
+from ehr_magic.agent.turns import ConversationContext, TurnSummary, fit_turns
 from ehr_magic.agent.replies import parse_reply
 from ehr_magic.session import variables as notebook
 from ehr_magic.session.conversation import describe_answer, looks_like_follow_up

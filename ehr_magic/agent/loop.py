@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from ehr_magic.agent import budget, context, prompts
-from ehr_magic.agent.conversation import ConversationContext
+from ehr_magic.agent.turns import ConversationContext
 from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, reads_data
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.agent.metadata import about_schema, metadata_only

@@ -18,7 +18,7 @@ PROMPT_VERSION = 6  # 3: a table index in the system prompt, the chosen tables i
 # 6: the index gives every table's columns (time columns with their type)
 NAMES = ("system", "knowledge", "question", "example", "feedback", "observation", "debugger_system", "debugger",
          "reminder",
-         "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.conversation)
+         "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.turns)
          "time_calendar", "time_offset")  # how time works: the dataset clock, or offsets from each stay (eICU)
 
 

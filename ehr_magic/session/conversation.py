@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from ehr_magic.agent.conversation import TurnSummary
+from ehr_magic.agent.turns import TurnSummary
 
 # A question that only makes sense after another ("now only the emergency ones",
 # "plot that by month", "and for women?").

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings, Event
-from ehr_magic.agent.conversation import DEFAULT_HISTORY_TOKENS, ConversationContext
+from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS, ConversationContext
 from ehr_magic.agent.executor import Executor, code_namespace, is_empty_answer
 from ehr_magic.agent.steps import AgentResult
 from ehr_magic.data.lookup import normalise

@@ -1,5 +1,6 @@
-"""The conversation hook of the agent: earlier turns and notebook variables, rendered
-into the user message of a question (``Agent.run(question, context=...)``).
+"""Earlier turns and notebook variables as the agent's prompt shows them: rendered into
+the user message of a question (``Agent.run(question, conversation_context=...)``). The
+conversation itself (its turns, follow-ups) is ``ehr_magic.session.conversation``.
 
 The session (``ehr_magic.session``) decides what goes in and at which privacy level;
 this module only fits it into a token budget and renders the ``conversation``
