@@ -8,7 +8,9 @@ never edit an old one. Our files are marked with ``PRAGMA application_id`` and a
 
 from __future__ import annotations
 
+import random
 import sqlite3
+import time
 from pathlib import Path
 
 from ehr_magic import migrations
@@ -147,8 +149,7 @@ def connect(path: Path) -> sqlite3.Connection:
             conn.execute("COMMIT")
         _classify(path, *description)
         _migrate(conn, path, description)
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn)
         # FULL: a commit is on disk when add() returns, even across a power cut.
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -167,6 +168,27 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise damaged(path, exc) from exc
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL. The switch needs the file to itself: two processes creating the
+    same store can each hold the shared lock the other waits for, and a busy wait then only
+    ends at the timeout for both. So each try fails at once, and the tries are spread at
+    random until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
 
 def _migrate(conn: sqlite3.Connection, path: Path, description: tuple[int, int, list[str]]) -> None:
