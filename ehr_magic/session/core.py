@@ -132,10 +132,6 @@ class Session:
             self.memory.close()
         self.memory, self._reuser = store, None
 
-    @property
-    def memory_path(self) -> Any:
-        return getattr(self.memory, "path", None)
-
     # -- answering ---------------------------------------------------------------------
 
     def ask(self, question: str, *, variables: Mapping[str, Any] | None = None, regenerate: bool = False,
