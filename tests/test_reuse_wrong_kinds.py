@@ -7,13 +7,17 @@ once adapted, and checks reuse declines, next to a question the same cell does a
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from ehr_magic.data import connect
 from ehr_magic.reuse import Reuser
 from ehr_magic.reuse.attributes import AttributeWords
+from ehr_magic.reuse.lexicon import contradicts, stem
+from ehr_magic.reuse.reuser import shape_mismatch
 from ehr_magic.reuse.timeexpr import find_times, window
 
 
@@ -63,14 +67,15 @@ def test_another_attribute_of_the_patient_is_not_answered_with_the_cells(reuser)
 
 def test_attribute_words_come_from_the_schema_and_its_descriptions(ehr) -> None:
     words = AttributeWords(ehr)
-    assert words.columns["marita"] == {"marital_status"}  # the column's name
-    assert words.columns["sex"] == {"gender"}  # its description ("Sex, 'm' or 'f'")
+    marital, patient, old = stem("marital"), stem("patient"), stem("old")
+    assert words.columns[marital] == {"marital_status"}  # the column's name
+    assert words.columns[stem("sex")] == {"gender"}  # its description ("Sex, 'm' or 'f'")
     code = frozenset({"admissions", "age", "subject_id", "admittime"})
-    assert words.conflict({"marita", "status", "patien"}, {"age", "patien"}, code)
+    assert words.conflict({marital, stem("status"), patient}, {"age", patient}, code)
     # the cell's question names what its code computes; a question saying something else instead
-    assert words.conflict({"patien", "old"}, {"age", "patien"}, code)
-    assert not words.conflict({"patien"}, {"age", "patien"}, code)  # only leaving the word out is no conflict
-    assert not words.conflict({"age", "patien"}, {"age", "patien"}, code)
+    assert words.conflict({patient, old}, {"age", patient}, code)
+    assert not words.conflict({patient}, {"age", patient}, code)  # only leaving the word out is no conflict
+    assert not words.conflict({"age", patient}, {"age", patient}, code)
 
 
 # -- 2. a time window read as another ---------------------------------------------------------
@@ -93,6 +98,82 @@ def test_a_fixed_window_is_reused_for_the_same_window_only(reuser) -> None:
     for other in ("since 1 year ago", "in the last 3 months", "last month", "before 2100"):
         result = reuser.answer(f"How many patients were admitted to the hospital {other}?")
         assert not result.answered or result.entry_id != 5, other
+
+
+FIRST_DISCHARGE = ("SELECT dischtime FROM admissions WHERE subject_id = {} AND dischtime IS NOT NULL "
+                   "ORDER BY dischtime LIMIT 1")
+FIRST_ADMISSION = "SELECT admittime FROM admissions WHERE subject_id = {} ORDER BY admittime LIMIT 1"
+
+
+@pytest.fixture(scope="module")
+def stays(ehr):
+    """Memory where analysts asked for first discharges as "depart", and for first admissions."""
+    memory = Reuser(ehr)
+    cells = [(f"When did patient {p} depart hospital for the first time?", FIRST_DISCHARGE.format(p))
+             for p in (10001217, 10001725, 10002428)]
+    cells += [(f"When was patient {p} admitted to the hospital for the first time?", FIRST_ADMISSION.format(p))
+              for p in (10001217, 10001725, 10002428)]
+    memory.add_many((number, question, cell(sql), "accepted") for number, (question, sql) in enumerate(cells, 1))
+    return memory
+
+
+def test_a_question_without_the_word_that_announces_what_the_cell_returns_declines(stays, ehr) -> None:
+    # every remembered question saying "depart" returns a discharge time: the word announces it
+    discharged = ehr.sql(FIRST_DISCHARGE.format(10000032)).item()
+    assert stays.answer("When did patient 10000032 depart hospital for the first time?").answer.item() == discharged
+    # "come" announces nothing the discharge cells return: the wording fits, what is asked does not
+    question = "When did patient 10000032 come for the first time to the hospital?"
+    result = stays.answer(question)
+    assert not (result.answered and result.answer.item() == discharged)
+    refused: list = []
+    stays.index.candidates(question, refused)
+    reasons = {entry: why for entry, _, why in refused}
+    assert all("returns 'dischtime'" in reasons[entry] for entry in (1, 2, 3))
+
+
+def test_a_word_the_cells_question_says_as_a_stored_value_must_be_said_again(ehr) -> None:
+    memory = Reuser(ehr)
+    # 'l' is a lab test of this database, too short for reuse to read it as a value of the question
+    memory.add(1, "Has patient 10001217 got a l laboratory test this year?",
+               cell("SELECT COUNT(*) > 0 FROM labevents WHERE labevents.itemid IN (SELECT d_labitems.itemid FROM "
+                    "d_labitems WHERE d_labitems.label = 'l') AND labevents.hadm_id IN (SELECT admissions.hadm_id "
+                    "FROM admissions WHERE admissions.subject_id = 10001217) AND DATE_TRUNC('YEAR', "
+                    "labevents.charttime) = CAST('2100-01-01 00:00:00' AS TIMESTAMP)"))
+    assert memory.answer("Has patient 10002495 got a l laboratory test this year?").answered
+    question = "Has patient 10002495 received any laboratory testing in this year?"
+    assert not memory.answer(question).answered
+    refused: list = []
+    memory.index.candidates(question, refused)
+    assert [(entry, why) for entry, _, why in refused] == [
+        (1, "the cell looks for 'l', which its question names and the new question does not")]
+
+
+def test_wordings_are_compared_by_their_english_stems() -> None:
+    assert stem("pricing") == stem("price") != stem("route")
+    assert stem("prescribed") == stem("prescription") == stem("prescriptions")
+    assert stem("diagnosed") == stem("diagnoses") and stem("<id>") == "<id>"
+
+
+def test_how_often_and_how_much_ask_for_different_quantities() -> None:
+    assert contradicts("how frequently was <v> prescribed to patient <id>".split(),
+                       "how much <v> has patient <id> been prescribed".split())
+    assert not contradicts("how frequently was <v> prescribed to patient <id>".split(),
+                           "how often was <v> prescribed to patient <id>".split())
+    # a count named before its cue counts that: "the patient count" counts people, not prescriptions
+    assert contradicts("what is the count of prescriptions for <v>".split(),
+                       "what is the patient count for <v> prescription".split())
+
+
+def test_a_question_asking_for_a_moment_needs_a_time() -> None:
+    dose = pl.DataFrame({"dose": [324.0]})
+    drugs = pl.DataFrame({"drug": ["heparin", "lorazepam"]})
+    moment = pl.DataFrame({"starttime": [dt.datetime(2100, 8, 1, 9)]})
+    asked = "What was the last time that patient 1 received a prescription for quinidine?"
+    assert shape_mismatch(asked, dose) and not shape_mismatch(asked, moment)
+    opening = "First time patient 1 was prescribed a drug in 08/this year?"
+    assert shape_mismatch(opening, drugs) and not shape_mismatch(opening, moment)
+    # "First time, what drug ..." asks for the drug
+    assert not shape_mismatch("First time, what drug was prescribed for patient 1 in 07/this year?", drugs)
 
 
 # -- 3. a substituted value that makes the answer 0 ---------------------------------------------

@@ -19,12 +19,16 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 
+from ehr_magic.reuse.lexicon import stem
 from ehr_magic.reuse.literals import code_words, selected_words
+from ehr_magic.reuse.unanswerable import STOPWORDS
 
 MIN_SUPPORT = 10  # cells a word must occur in before it can imply anything
 MIN_SHARE = 0.95  # share of those cells whose code must use the name
 MAX_BASE = 0.5  # names used by more than this share of all cells are not informative
 MIN_COVERAGE = 0.95  # share of a name's cells whose question says one of its words
+ANNOUNCE_SUPPORT = 3  # cells a word must occur in to announce a returned name
+ANNOUNCE_SHARE = 0.8  # share of the word's cells whose code returns the name
 MIN_KINDS = 3  # distinct kinds of cell (skeletons) a word must occur in before it can imply anything
 
 # SQL words and generated aliases carry no meaning of their own.
@@ -34,6 +38,7 @@ limit offset distinct case when then else end between like ilike asc desc nulls 
 union all except intersect with cast true false exists any some interval answer ehr sql pl rows range
 """.split())
 _ALIAS = re.compile(r"^(t|c)\d+$")
+_FUNCTION_STEMS = frozenset(stem(w) for w in STOPWORDS)
 
 
 def content_names(code: str) -> frozenset[str]:
@@ -65,6 +70,7 @@ class WordCodeEvidence:
         self._version = 0
         self._implied: dict[str, frozenset[str]] = {}
         self._announced: dict[str, frozenset[str] | None] = {}
+        self._announcers: dict[str, frozenset[str]] = {}
         self._cache_version = 0
 
     def add(self, key: int, words: Iterable[str], names: Iterable[str], kind: str = "") -> None:
@@ -95,6 +101,7 @@ class WordCodeEvidence:
         if self._cache_version != self._version:
             self._implied.clear()
             self._announced.clear()
+            self._announcers.clear()
             self._cache_version = self._version
 
     def implied(self, word: str) -> frozenset[str]:
@@ -138,6 +145,43 @@ class WordCodeEvidence:
                         result = words
             self._announced[name] = result
             return result
+
+    def announcers(self, name: str) -> frozenset[str]:
+        """Words whose questions' code mostly uses ``name`` (at least ``ANNOUNCE_SHARE`` of
+        ``ANNOUNCE_SUPPORT`` or more cells): the ways analysts have asked for it."""
+        with self._lock:
+            self._fresh()
+            cached = self._announcers.get(name)
+            if cached is not None:
+                return cached
+            keys = self._by_name.get(name, set())
+            total = max(len(self._words), 1)
+            found: frozenset[str] = frozenset()
+            if keys and len(keys) <= self.max_base * total:
+                with_name: Counter[str] = Counter()
+                for key in keys:
+                    with_name.update(self._words[key])
+                # single content words: a word pair ("prescribed first") is one wording, not a way of
+                # asking, and a function word ("did") comes with whatever a small memory holds
+                found = frozenset(w for w, n in with_name.items() if n >= ANNOUNCE_SUPPORT and " " not in w
+                                  and w not in _FUNCTION_STEMS
+                                  and n >= ANNOUNCE_SHARE * len(self._by_word.get(w, ())))
+            self._announcers[name] = found
+            return found
+
+    def unasked_selection(self, words: frozenset[str], cell_words: frozenset[str], names: frozenset[str],
+                          tables: frozenset[str] = frozenset()) -> list[str]:
+        """What the cell returns (``select:`` names) that its own question announces with a
+        word, and the new question with none: "when did patient X *depart*" returns the
+        discharge time, "when did patient Y *come* to the hospital" asks for another."""
+        dropped = []
+        for name in sorted(names):
+            if not name.startswith("select:") or name.removeprefix("select:") in tables:
+                continue  # a table's name qualifies a returned column; the column says what is returned
+            announcing = self.announcers(name)
+            if announcing & cell_words and not announcing & words:
+                dropped.append(name.removeprefix("select:"))
+        return dropped
 
     def unsupported_words(self, words: Iterable[str], names: frozenset[str],
                           known: frozenset[str] = frozenset()) -> list[tuple[str, str]]:

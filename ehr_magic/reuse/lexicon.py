@@ -1,4 +1,4 @@
-"""English words that change what a question asks, and a crude stemmer.
+"""English words that change what a question asks, and a stemmer.
 
 Two questions can share almost every word and still need different code:
 "the *minimum* heart rate" and "the *maximum* heart rate", "the *first* time" and
@@ -7,14 +7,19 @@ Two questions can share almost every word and still need different code:
 highest/maximum/max -> ``max``), and reuse only adapts a cell whose question has
 the same operators as the new one. This is general English, not any benchmark's.
 
-``stem(word)`` drops a plural s and keeps the first six letters, which is enough to match
-diagnosis/diagnoses/diagnosed or prescribed/prescription when comparing wordings.
+``stem(word)`` is the Snowball English stem cut to six letters, which is enough to match
+diagnosis/diagnoses/diagnosed, pricing/price or prescribed/prescription when comparing wordings.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
+
+import snowballstemmer
+
+_ENGLISH = snowballstemmer.stemmer("english")
 
 OPERATORS: dict[str, str] = {}
 for _canonical, _words in {
@@ -65,6 +70,8 @@ def count_target(words: Sequence[str]) -> str:
     """What a counting question counts (``people``, ``events``, ``stays``), "" if it does not count."""
     for position, word in enumerate(words):
         if word in _COUNTING:
+            if position and words[position - 1] in COUNT_TARGETS:  # "the patient count for <drug> prescriptions"
+                return COUNT_TARGETS[words[position - 1]]
             # the first countable word after the cue: "number of visits of patient ..." counts visits
             for following in words[position + 1:]:
                 if following in COUNT_TARGETS:
@@ -73,13 +80,28 @@ def count_target(words: Sequence[str]) -> str:
     return ""
 
 
+# "How often" and "how frequently" ask for a count, as "how many" does; "how much" for an amount.
+_ASKED_QUANTITY = {"much": "amount", "many": "count", "often": "count", "frequently": "count"}
+
+
+def asked_quantity(words: Sequence[str]) -> str:
+    """``amount`` or ``count`` for a "how much" / "how many" (often, frequently) question, else ""."""
+    for previous, word in zip(words, words[1:]):
+        if previous == "how" and word in _ASKED_QUANTITY:
+            return _ASKED_QUANTITY[word]
+    return ""
+
+
 def contradicts(a: Sequence[str], b: Sequence[str]) -> bool:
-    """True when the two word sequences use different words of one contrast group, or
-    count different things."""
+    """True when the two word sequences use different words of one contrast group, ask
+    for different quantities (how much / how often), or count different things."""
     for group in CONTRASTS:
         left, right = group.intersection(a), group.intersection(b)
         if left and right and left != right:
             return True
+    left, right = asked_quantity(a), asked_quantity(b)
+    if left and right and left != right:
+        return True
     return count_target(a) != count_target(b)
 
 
@@ -104,13 +126,14 @@ def operators(words: Sequence[str]) -> Counter[str]:
     return found
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A plural ``s`` dropped, then the first six letters; placeholders (``<...>``) unchanged."""
+    """The Snowball (Porter 2) English stem, cut to its first six letters; placeholders
+    (``<...>``) unchanged. Snowball joins pricing/price and diagnosed/diagnoses; the cut
+    joins prescribed/prescription, which Snowball keeps apart."""
     if word.startswith("<"):
         return word
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    return word[:6]
+    return _ENGLISH.stemWord(word)[:6]
 
 
 def operator_role_moved(substitutions: Sequence[tuple[str, str]]) -> str:

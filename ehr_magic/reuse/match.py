@@ -128,12 +128,14 @@ class ReuseIndex:
         self._df: Counter[str] = Counter()
         self._features: dict[int, frozenset[str]] = {}
         self._names: dict[int, frozenset[str]] = {}
+        self._said_constants: dict[int, tuple[tuple[str, ...], ...]] = {}
         self._skeleton_words: dict[str, Counter[str]] = {}
         self._question_words: Counter[str] = Counter()
         self._vocab_types: set[str] = set()
         self._known: set[str] | None = None
         self._value_words: tuple[int, set[str]] = (-1, set())
         self._table_names: set[str] | None = None
+        self._lowered_tables: frozenset[str] | None = None
         self._lock = threading.RLock()
         self._version = 0
         self._weights: tuple[int, dict[str, float], dict[int, float]] = (-1, {}, {})
@@ -193,6 +195,7 @@ class ReuseIndex:
         self._features[entry_id] = features(template.stems)
         self._df.update(self._features[entry_id])
         self._names[entry_id] = content_names(template.skeleton)
+        self._said_constants[entry_id] = said_constants(template)
         words = question_words(template.stems)
         self.evidence.add(entry_id, words, self._names[entry_id], template.skeleton)
         self._skeleton_words.setdefault(template.skeleton, Counter()).update(words)
@@ -217,6 +220,7 @@ class ReuseIndex:
         self._structures.get(template.structure, set()).discard(entry_id)
         self._df.subtract(self._features.pop(entry_id, frozenset()))
         self._names.pop(entry_id, None)
+        self._said_constants.pop(entry_id, None)
         self.evidence.remove(entry_id)
         self._skeleton_words[template.skeleton].subtract(question_words(template.stems))
         self._question_words.subtract({t.text for t in tokenize(template.question)})
@@ -240,6 +244,11 @@ class ReuseIndex:
         if self._table_names is None:
             self._table_names = set(self.ehr.tables())
         return self._table_names
+
+    def _lower_tables(self) -> frozenset[str]:
+        if self._lowered_tables is None:
+            self._lowered_tables = frozenset(t.lower() for t in self._tables())
+        return self._lowered_tables
 
     def known_words(self, *, stored_values: bool = True) -> set[str]:
         """Words of remembered questions, the schema and (with ``stored_values``) its stored values.
@@ -450,11 +459,21 @@ class ReuseIndex:
             for value in query.unused:
                 if not {stem(w) for w in normalise(value.text).split()} <= stems:
                     return f"the question also names {value.text!r}, which the cell does not use"
+        for constant in self._said_constants.get(template.entry_id, ()):
+            if not _says(query.tokens, constant):
+                return (f"the cell looks for {' '.join(constant)!r}, which its question names and the new "
+                        "question does not")
         if self.attributes is not None:
             other = self.attributes.conflict(query.stems, template.stems, self._names[template.entry_id])
             if other:
                 return other
         if self.check_evidence:
+            # the cell's own wording, not its kind's: checked per cell, not cached per skeleton
+            dropped = self.evidence.unasked_selection(query.words, question_words(template.stems),
+                                                      self._names[template.entry_id], self._lower_tables())
+            if dropped:
+                return (f"the cell returns {dropped[0]!r}, which its question announces and the new question "
+                        f"does not ask for")
             verdict = query.verdicts.get(template.skeleton)
             if verdict is None:
                 verdict = query.verdicts[template.skeleton] = self._evidence_conflict(template, query)
@@ -483,6 +502,27 @@ class ReuseIndex:
             if tables:
                 return f"the cell's question names table {tables[0]!r}, the new question does not"
         return ""
+
+
+def said_constants(template: Template) -> tuple[tuple[str, ...], ...]:
+    """Stored values the code compares a column with, that the cell's question says word for
+    word and that no slot carries: a value too short or too odd to be read as one ("got a
+    *l* laboratory test", code ``label = 'l'``). A new question must say them too: without
+    the word, the cell looks for something the question never asked about."""
+    linked = {link.literal for link in template.links}
+    found = []
+    for position, literal in enumerate(template.literals):
+        if position in linked or literal.kind != "string" or not literal.column:
+            continue
+        words = tuple(t.text for t in tokenize(literal.value))
+        if words and _says(template.tokens, words) and words not in found:
+            found.append(words)
+    return tuple(found)
+
+
+def _says(tokens: tuple[str, ...], words: tuple[str, ...]) -> bool:
+    n = len(words)
+    return any(tokens[i:i + n] == words for i in range(len(tokens) - n + 1))
 
 
 def _exclusions(template: Template, bad: set[tuple[int, str, str]]) -> frozenset[tuple[int, str, str]]:

@@ -261,6 +261,10 @@ def _without_values(question: str, values: Iterable[Any]) -> str:
 
 _ASKS_WHEN = re.compile(r"^\W*when\b|\bwhen (?:was|were|did|is|has|had|does|do|will)\b|"
                         r"\b(?:what|which) (?:time|date|day)\b|\bdate and time\b|\bdate of\b|\b(?:time|date)s?\b", re.I)
+# "What was the last time ...", or a question opening on "First time patient ... was given":
+# asks for the moment itself (the phrases below would otherwise strip the "time").
+_ASKS_WHICH_TIME = re.compile(r"\bwhat (?:was|is|were) the (?:\w+ )?(?:first|last|\w+est|\w+) time\b|"
+                              r"^\W*(?:the )?(?:first|last|\w+est) time\b(?!\s*,)", re.I)
 # Phrases with "time" that do not ask for a time.
 _NOT_ASKING_TIME = re.compile(r"\b(?:for )?the (?:\w+ )?(?:first|last|second|third|\w+est) time\b|"
                               r"\b(?:first|last|second|one|each|every|any|some) time\b|\btimes\b|"
@@ -278,9 +282,10 @@ def shape_mismatch(question: str, answer: Any) -> str:
     questions need a time, yes/no questions a true/false, and the other way round."""
     temporal, boolean = _kinds(answer)
     asked = _NOT_ASKING_TIME.sub(" ", question)
-    if _ASKS_WHEN.search(asked) and not temporal:
+    moment = bool(_ASKS_WHICH_TIME.search(question))
+    if (moment or _ASKS_WHEN.search(asked)) and not temporal:
         return "returns no time, but the question asks when"
-    if temporal == "only" and not _TIME_WORDS.search(asked):
+    if temporal == "only" and not moment and not _TIME_WORDS.search(asked):
         return "returns only times, but the question does not ask about a time"
     if _HOW_MUCH.search(question) and not _has_number(answer):
         return "returns no number, but the question asks how much or how many"
