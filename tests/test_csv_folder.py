@@ -110,6 +110,9 @@ def test_keys_and_joins_found_from_names_and_values(ehr) -> None:
         "encounters ON claims.appointmentid = encounters.id",  # from identifier values alone
         "organizations ON claims_transactions.placeofservice = organizations.id",
         "payers ON claims.primarypatientinsuranceid = payers.id",  # identifiers beside '0' placeholders
+        # The name says insurance, but each of its values is the row's own patientid (UUIDs, so no
+        # chance overlap): the values decide, as in the sibling above whose values are payer ids.
+        "patients ON claims_transactions.patientinsuranceid = patients.id",
     }
     assert expected <= joins
     assert not tables["patients"].joins  # nothing in patients refers to another table
