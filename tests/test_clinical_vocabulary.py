@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ehr_magic
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.data import sources
 from ehr_magic.data.clinical_vocabulary import clinical_vocabulary, parse
+from ehr_magic.data.lookup import Vocabulary
 from ehr_magic.errors import EhrMagicError
 
 
@@ -184,3 +186,28 @@ def test_the_best_value_is_the_same_whatever_k(mimic_iii, query: str) -> None:
     for table, column in (("d_labitems", "label"), ("d_items", "label"), ("d_icd_diagnoses", "long_title")):
         five = mimic_iii.lookup(table, column, query, k=5)
         assert mimic_iii.lookup(table, column, query, k=1) == five[:1], (table, query)
+
+
+FIND_QUERIES = ("Hb", "COPD", "heart failure", "hypertension", "potassium", "Lasix", "appendectomy", "CABG",
+                "chronic kidney disease", "tbili", "ventilation", "sepsis", "m", "zzqxjw", "diabetes mellitus type 2")
+
+
+def test_value_index_built_at_once_finds_what_the_one_value_at_a_time_index_found(
+        ehrsql_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vocabulary_reference import built_one_value_at_a_time
+
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        values = ehr._distinct_values("d_icd_diagnoses", "long_title")
+        found = {query: ehr.find(query).rows() for query in FIND_QUERIES}
+        looked_up = {query: ehr.lookup("d_icd_procedures", "long_title", query, scores=True)
+                     for query in FIND_QUERIES}
+    built, reference = Vocabulary.build(values), built_one_value_at_a_time(values)
+    for field in ("values", "normalised", "compact", "repeated", "words"):
+        assert getattr(built, field) == getattr(reference, field), field
+    assert all(np.array_equal(a, b) for a, b in zip(built.postings, reference.postings, strict=True))
+    assert np.array_equal(built.idf, reference.idf) and np.array_equal(built.word_order, reference.word_order)
+    monkeypatch.setattr(Vocabulary, "build", staticmethod(built_one_value_at_a_time))
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        assert {query: ehr.find(query).rows() for query in FIND_QUERIES} == found
+        assert {query: ehr.lookup("d_icd_procedures", "long_title", query, scores=True)
+                for query in FIND_QUERIES} == looked_up

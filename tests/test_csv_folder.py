@@ -86,6 +86,9 @@ def test_the_drafted_knowledge_is_stored_valid_and_round_trips(ehr) -> None:
     assert knowledge is not None and ehr.stored_knowledge is not None
     assert knowledge.schema == "csv_synthea" and set(knowledge.tables) == set(ehr.tables())
     assert "drafted from the data" in knowledge.introduction and "check and improve it" in knowledge.introduction
+    # how a person checks it, in a notebook or a shell, in one sentence of the model's prompt too
+    assert "%ehr knowledge in a notebook or ehr-magic data knowledge in a shell." in knowledge.introduction
+    assert "--export" not in knowledge.introduction
     again = knowledge_files.parse(knowledge.to_yaml(), source="test", expected_schema="csv_synthea")
     assert again == knowledge
     for info in knowledge.tables.values():  # every column of every table, each described
@@ -107,6 +110,9 @@ def test_keys_and_joins_found_from_names_and_values(ehr) -> None:
         "encounters ON claims.appointmentid = encounters.id",  # from identifier values alone
         "organizations ON claims_transactions.placeofservice = organizations.id",
         "payers ON claims.primarypatientinsuranceid = payers.id",  # identifiers beside '0' placeholders
+        # The name says insurance, but each of its values is the row's own patientid (UUIDs, so no
+        # chance overlap): the values decide, as in the sibling above whose values are payer ids.
+        "patients ON claims_transactions.patientinsuranceid = patients.id",
     }
     assert expected <= joins
     assert not tables["patients"].joins  # nothing in patients refers to another table
@@ -239,6 +245,8 @@ def test_knowledge_export_edit_import_on_a_duckdb_file(synthea_db: Path, tmp_pat
     summary = run("data", "knowledge", str(db))
     assert summary.returncode == 0, summary.stderr
     assert "stored in the database" in summary.stdout and "18 tables described" in summary.stdout
+    assert f"ehr-magic data knowledge {db} --export FILE.yaml, then --import FILE.yaml" in summary.stdout
+    assert "%ehr knowledge edit, then %ehr knowledge import FILE" in summary.stdout
     exported = tmp_path / "s.yaml"
     assert run("data", "knowledge", str(db), "--export", str(exported)).returncode == 0
     data = yaml.safe_load(exported.read_text())

@@ -143,6 +143,24 @@ def test_compound_names_are_split_into_words() -> None:
     assert naming.entity("d_labitems") == "lab item" and naming.entity("lab_results") == "lab result"
 
 
+def test_an_unknown_word_keeps_its_english_ending_and_known_words_still_split() -> None:
+    # '-age' after a word the vocabulary lacks is that word's ending, not 'age'
+    assert naming.words("payer_coverage") == ("payer", "coverage")
+    assert naming.words("HealthcareCoverage") == naming.words("healthcare_coverage") == ("health", "care", "coverage")
+    assert naming.words("averagevalue") == ("average", "value")
+    assert naming.words("percentageRate") == ("percentage", "rate")
+    # after a known word, or standing alone, 'age' is the age
+    assert naming.words("patientage") == ("patient", "age") and naming.words("anchor_age") == ("anchor", "age")
+    assert naming.words("AgeAtAdmit") == ("age", "at", "admit")
+    # an ending joins a known stem only as English does: store-d, not drug-d
+    assert naming.words("drugdosage") == ("drug", "dosage") and naming.words("storedtime") == ("stored", "time")
+    # glued names of known words and abbreviations split as before
+    assert naming.words("drughiclseqno") == ("drug", "hicl", "seq", "no")
+    assert naming.words("patienthealthsystemstayid") == ("patient", "healthsystem", "stay", "id")
+    assert naming.words("icustayid") == ("icu", "stay", "id") and naming.words("hadmid") == ("hadmid",)
+    assert naming.words("lockout_interval") == ("lock", "out", "interval")
+
+
 # -- the demos as plain folders -----------------------------------------------------------------
 
 

@@ -147,8 +147,9 @@ def run_knowledge(args: argparse.Namespace) -> int:
         view = knowledge_view(ehr)
         print(f"{ehr.location}\n  schema {ehr.schema}  now {ehr.now:%Y-%m-%d %H:%M:%S}")
     if knowledge is None:
-        print("  no knowledge: the model sees bare table and column names. Write a knowledge file and "
-              "import it with --import FILE.yaml.")
+        print("  no knowledge: the model sees bare table and column names. Write a knowledge file and import it: "
+              f"ehr-magic data knowledge {redact(str(args.file))} --import FILE.yaml (in a notebook: "
+              "%ehr knowledge import FILE.yaml).")
         return 0
     origin = "stored in the database" if stored else f"packaged ({knowledge.source})"
     joins = sum(len(info.joins) for info in knowledge.tables.values())
@@ -164,5 +165,6 @@ def run_knowledge(args: argparse.Namespace) -> int:
     for table in view.tables:
         if table.name in knowledge.tables:
             print(f"  {table.name:<{width}}  [{table.meaning_mark}] {knowledge.tables[table.name].row}")
-    print(f"Read or edit it all: ehr-magic data knowledge {redact(str(args.file))} --export FILE.yaml")
+    print(f"Read or edit it all: ehr-magic data knowledge {redact(str(args.file))} --export FILE.yaml, then "
+          "--import FILE.yaml (in a notebook: %ehr knowledge edit, then %ehr knowledge import FILE).")
     return 0

@@ -208,8 +208,8 @@ def _identity(table: Table, dictionary: bool) -> str:
 
 def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: DatasetClock | None) -> str:
     lines = [(f"Tables loaded from the {files} files of folder {dataset}, one table per file. This description was "
-              "drafted from the data by ehr-magic, not written by a person: check and improve it (ehr-magic data "
-              "knowledge TARGET --export FILE.yaml, edit, then --import FILE.yaml).")]
+              "drafted from the data by ehr-magic, not written by a person: check and improve it with %ehr knowledge "
+              "in a notebook or ehr-magic data knowledge in a shell.")]
     if given is not None:
         lines.append(f"The dataset clock (ehr.now) was set to {meaning.show(given)} when loading.")
     elif clock is None:

@@ -20,7 +20,7 @@ notes comment comments value values val amount amt total count qty quantity rate
 measurement measurements result results reading readings score scores level min max mean avg sum lower upper low high
 ref range normal abnormal interpretation
 date dates time times timestamp charting day days hour hours minute minutes second seconds year years month months
-week weeks start started begin end ended stop stopped from to until since admit admission admissions admitted
+week weeks start started begin end ended stop stopped from to until since interval admit admission admissions admitted
 discharge discharged disch in out intime outtime chart charted store stored entry entered order ordered orders
 event events visit visits encounter encounters stay stays episode episodes period periods offset birth death dead
 died dob dod age gender sex race ethnicity language marital insurance religion
@@ -46,6 +46,9 @@ display flowsheet administrative deceased disposition preferred entry transfer s
 owner user contact mother father
 """.split()
 _WORDS = frozenset(_VOCABULARY)
+# Known words that also end English words: after a word the vocabulary lacks they are its ending
+# (cover-age, aver-age, percent-age), not a word of their own.
+_SUFFIX_WORDS = frozenset({"age"})
 _ENDINGS = ("s", "es", "d", "ed", "ing", "er", "ers")
 # Words that say "an identifier", not what is identified.
 GENERIC = frozenset({"id", "ids", "key", "keys", "code", "codes", "num", "number", "no", "nr", "ref", "fk", "pk",
@@ -71,6 +74,18 @@ def words(name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _segment(run: str) -> tuple[str, ...]:
+    """Known words covering ``run`` at the least cost (``_cheapest``), an unknown word kept
+    whole with its English ending: ``payercoverage`` -> ``('payer', 'coverage')``."""
+    pieces: list[str] = []
+    for piece in _cheapest(run):
+        if piece in _SUFFIX_WORDS and pieces and not known(pieces[-1]):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    return tuple(pieces)
+
+
+def _cheapest(run: str) -> tuple[str, ...]:
     """Known words covering ``run`` at the least cost: each unknown letter costs 1 and each
     piece 2, so an unknown word stays whole rather than break around short known words."""
     best: list[tuple[float, tuple[str, ...]]] = [(0.0, ())]
@@ -91,6 +106,8 @@ def known(word: str) -> bool:
         return True
     for ending in _ENDINGS:
         stem = word[: -len(ending)]
+        if ending == "d" and not stem.endswith("e"):  # store-d, but not drug-d
+            continue
         if word.endswith(ending) and len(stem) >= 4 and (stem in _WORDS or stem + "e" in _WORDS):
             return True
     return False
