@@ -50,7 +50,7 @@ import functools
 import importlib.resources
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -74,6 +74,22 @@ DRAFTED, CONFIRMED = "drafted", "confirmed"
 _JOIN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+ON\s+\S")
 
 ExtraDirs = Iterable[str | os.PathLike[str]] | None
+
+
+_SAME_NAME = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+ON\s+([A-Za-z_][A-Za-z0-9_]*)\s*$")
+
+
+def grouped_joins(joins: Iterable[str]) -> str:
+    """The joins as prompt text, those on a column of the same name said once for all their
+    tables (``icustays, labevents ON hadm_id``; a wide table's joins are mostly these), in order."""
+    groups: dict[str, list[str]] = {}  # a shared column, or a join kept whole -> its tables
+    for join in joins:
+        match = _SAME_NAME.match(join)
+        if match:
+            groups.setdefault(f" ON {match.group(2)}", []).append(match.group(1))
+        else:
+            groups[join] = []
+    return "; ".join(", ".join(tables) + key if tables else key for key, tables in groups.items())
 
 
 def join_target(join: str) -> str | None:
@@ -110,10 +126,12 @@ class TableInfo:
         """One line: ``name: row description``."""
         return f"{self.name}: {_join_sentences(self.row, self.description)}"
 
-    def brief(self) -> str:
-        """One line: what a row is, the column names and the joins (no column meanings)."""
-        joins = f" Joins: {'; '.join(self.joins)}." if self.joins else ""
-        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{joins}"
+    def brief(self, stated: Collection[str] = ()) -> str:
+        """One line: what a row is, the column names and the joins (no column meanings). Joins to
+        the tables in ``stated`` are left out: those tables' own text, earlier in the prompt, says them."""
+        joins = [j for j in self.joins if join_target(j) not in stated]
+        said = f" Joins: {grouped_joins(joins)}." if joins else ""
+        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{said}"
 
     def detail(self) -> str:
         """Columns, joins and lookup columns of this table, as compact prompt text."""
@@ -121,7 +139,7 @@ class TableInfo:
         lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
         lines += [f"- {column}: {text}" for column, text in self.columns.items()]
         if self.joins:
-            lines.append("joins: " + "; ".join(self.joins))
+            lines.append("joins: " + grouped_joins(self.joins))
         if self.vocabulary:
             lines.append("look up values of: " + ", ".join(self.vocabulary))
         return "\n".join(lines)
@@ -203,9 +221,16 @@ class Knowledge:
         """Columns and joins of the named tables (in the order given, once each)."""
         return "\n\n".join(info.detail() for info in self._each(tables))
 
-    def brief(self, tables: Iterable[str]) -> str:
-        """One line per named table: row, column names and joins (in the order given, once each)."""
-        return "\n".join(info.brief() for info in self._each(tables))
+    def brief(self, tables: Iterable[str], described: Iterable[str] = ()) -> str:
+        """One line per named table: row, column names and joins (in the order given, once each).
+        A join is said once: a line leaves out its joins to the ``described`` tables (described in
+        full before these lines) and to the tables of earlier lines, when that table's joins name it."""
+        earlier = [self.table(name) for name in described]
+        lines = []
+        for info in self._each(tables):
+            lines.append(info.brief(stated={e.name for e in earlier if info.name in e.join_targets}))
+            earlier.append(info)
+        return "\n".join(lines)
 
     def _each(self, tables: Iterable[str]) -> list[TableInfo]:
         chosen: dict[str, TableInfo] = {}
