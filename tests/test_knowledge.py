@@ -182,6 +182,45 @@ def test_detail_lists_columns_and_joins_of_the_named_tables_only() -> None:
     assert info.detail([]) == ""
 
 
+def test_joins_on_a_column_of_the_same_name_are_said_once_for_all_their_tables() -> None:
+    info = knowledge.load("ehrsql_mimic_iv")
+    admissions = info.detail(["admissions"])
+    assert "joins: patients ON subject_id; icustays, diagnoses_icd, procedures_icd, labevents" in admissions
+    assert admissions.count("ON hadm_id") == 1
+    # a join with its own condition stays whole, in its place
+    assert "joins: admissions ON hadm_id; diagnoses_icd ON event_id = diagnoses_icd.row_id" in info.detail(["cost"])
+
+
+def test_one_line_tables_leave_out_the_joins_said_before_them() -> None:
+    info = knowledge.load("ehrsql_mimic_iv")
+    lines = info.brief(["d_labitems", "labevents"], described=["admissions"]).splitlines()
+    assert lines[0].endswith("Joins: labevents ON itemid.")
+    # admissions (in full) and d_labitems (the line before) already say how labevents joins them
+    assert "Joins: cost ON row_id = cost.event_id" in lines[1]
+    assert "d_labitems ON" not in lines[1] and "admissions ON" not in lines[1]
+    alone = info.brief(["labevents"])
+    assert "d_labitems ON itemid" in alone and "admissions ON hadm_id" in alone
+
+
+def test_full_descriptions_say_a_join_once_by_the_first_of_its_two_tables() -> None:
+    text = knowledge.load("ehrsql_mimic_iv").detail(["labevents", "d_labitems"])
+    assert "joins: d_labitems ON itemid; admissions ON hadm_id" in text
+    d_labitems = text[text.index("## d_labitems"):]
+    assert "joins:" not in d_labitems and "look up values of: label" in d_labitems
+
+
+def test_a_drafted_join_on_columns_of_the_same_name_reads_as_the_packaged_ones() -> None:
+    joins = ["patient_demographics ON lab_results.patient_id = patient_demographics.patient_id",
+             "hospital_admissions ON hospital_admissions.admission_id = lab_results.admission_id",
+             "lab_test_types ON lab_results.test_key = lab_test_types.test_id"]
+    assert knowledge.grouped_joins("lab_results", joins) == (
+        "patient_demographics ON patient_id; hospital_admissions ON admission_id; "
+        "lab_test_types ON lab_results.test_key = lab_test_types.test_id")  # different names: kept whole
+    # a third table's column is not this table's: kept whole
+    other = "icu_stays ON hospital_admissions.admission_id = icu_stays.admission_id"
+    assert knowledge.grouped_joins("lab_results", [other]) == other
+
+
 def test_guide_carries_introduction_and_conventions() -> None:
     guide = knowledge.load("ehrsql_mimic_iv").guide()
     assert "2100-12-31 23:59:00" in guide

@@ -110,6 +110,15 @@ def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> No
     assert all(f"\n- {t}: " in user for t in brief)
 
 
+def test_a_4k_prompt_says_each_join_once(ehr) -> None:
+    prompt = agent_on(ehr, shots=4).prompt(POTASSIUM, window=ContextWindow(4096, "test"))
+    user = prompt.messages[1]["content"]
+    assert {"d_labitems", "labevents"} <= set(prompt.tables)
+    # d_labitems says it joins labevents; labevents's line does not say it again
+    assert user.count("labevents ON itemid") + user.count("d_labitems ON itemid") == 1
+    assert user.count(" ON hadm_id") <= 1  # the spine's joins on hadm_id, said once for all their tables
+
+
 def test_a_window_too_small_for_any_prompt_is_one_clear_sentence(ehr) -> None:
     with pytest.raises(PromptTooLongError) as caught:
         agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(1024, "test"))

@@ -81,7 +81,8 @@ def index_columns(ehr: Any, table: str) -> str:
 
 def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = ()) -> str:
     """The full description of ``tables`` (columns with their meanings, joins, the columns
-    worth a lookup), then one line for each of the ``brief`` tables (row, column names, joins)."""
+    worth a lookup), then one line for each of the ``brief`` tables (row, column names, and the
+    joins not already said by a table before it)."""
     knowledge = ehr.knowledge
     described = [t for t in tables if knowledge is not None and t in knowledge.tables]
     text = knowledge.detail(described) if described else ""
@@ -90,7 +91,7 @@ def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = ()) ->
         text = (text + "\n" if text else "") + _plain_tables(ehr, plain, types=True)
     if brief:
         named = [t for t in brief if knowledge is not None and t in knowledge.tables]
-        lines = [knowledge.brief(named)] if named else []
+        lines = [knowledge.brief(named, described=described)] if named else []
         lines += [_plain_tables(ehr, [t for t in brief if t not in named], types=False)]
         text += (("\n\n" if text else "") + "Maybe needed too (column names only; ehr.describe(table) gives "
                  "their meanings):\n" + "\n".join(line for line in lines if line))

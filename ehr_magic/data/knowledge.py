@@ -50,7 +50,7 @@ import functools
 import importlib.resources
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -74,6 +74,27 @@ DRAFTED, CONFIRMED = "drafted", "confirmed"
 _JOIN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+ON\s+\S")
 
 ExtraDirs = Iterable[str | os.PathLike[str]] | None
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# "<table> ON <column>", or "<table> ON a.<column> = b.<column>" (the same column name on both sides)
+_SAME_NAME = re.compile(rf"^\s*({_NAME})\s+ON\s+(?:({_NAME})|(?:({_NAME})\.)?({_NAME})\s*=\s*(?:({_NAME})\.)?\4)\s*$")
+
+
+def grouped_joins(table: str, joins: Iterable[str]) -> str:
+    """The joins of ``table`` as prompt text, those on a column of the same name on both sides
+    said once for all their tables (``icustays, labevents ON hadm_id``; a wide table's joins are
+    mostly these), in order; ``x ON t.c = x.c`` is said as ``x ON c``, as the packaged files write it."""
+    groups: dict[str, list[str]] = {}  # a shared column, or a join kept whole -> its tables
+    for join in joins:
+        match = _SAME_NAME.match(join)
+        target = match.group(1) if match else ""
+        sides = {side.lower() for side in (match.group(3), match.group(5)) if side} if match else set()
+        if match and sides <= {table.lower(), target.lower()} and len(sides) != 1:
+            groups.setdefault(f" ON {match.group(2) or match.group(4)}", []).append(target)
+        else:
+            groups[join] = []
+    return "; ".join(", ".join(tables) + key if tables else key for key, tables in groups.items())
 
 
 def join_target(join: str) -> str | None:
@@ -110,18 +131,25 @@ class TableInfo:
         """One line: ``name: row description``."""
         return f"{self.name}: {_join_sentences(self.row, self.description)}"
 
-    def brief(self) -> str:
-        """One line: what a row is, the column names and the joins (no column meanings)."""
-        joins = f" Joins: {'; '.join(self.joins)}." if self.joins else ""
-        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{joins}"
+    def brief(self, stated: Collection[str] = ()) -> str:
+        """One line: what a row is, the column names and the joins (no column meanings). Joins to
+        the tables in ``stated`` are left out: those tables' own text, earlier in the prompt, says them."""
+        joins = self._joins_not_in(stated)
+        said = f" Joins: {grouped_joins(self.name, joins)}." if joins else ""
+        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{said}"
 
-    def detail(self) -> str:
-        """Columns, joins and lookup columns of this table, as compact prompt text."""
+    def _joins_not_in(self, stated: Collection[str]) -> list[str]:
+        return [j for j in self.joins if join_target(j) not in stated]
+
+    def detail(self, stated: Collection[str] = ()) -> str:
+        """Columns, joins and lookup columns of this table, as compact prompt text (joins to the
+        tables in ``stated`` left out, as in ``brief``)."""
         module = f" [{self.module}]" if self.module else ""
         lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
         lines += [f"- {column}: {text}" for column, text in self.columns.items()]
-        if self.joins:
-            lines.append("joins: " + "; ".join(self.joins))
+        joins = self._joins_not_in(stated)
+        if joins:
+            lines.append("joins: " + grouped_joins(self.name, joins))
         if self.vocabulary:
             lines.append("look up values of: " + ", ".join(self.vocabulary))
         return "\n".join(lines)
@@ -200,12 +228,24 @@ class Knowledge:
         return f"Not in this database: {', '.join(self.absent)}; questions that need them cannot be answered."
 
     def detail(self, tables: Iterable[str]) -> str:
-        """Columns and joins of the named tables (in the order given, once each)."""
-        return "\n\n".join(info.detail() for info in self._each(tables))
+        """Columns and joins of the named tables (in the order given, once each); a join is said
+        once, by the first of its two tables."""
+        return "\n\n".join(info.detail(stated) for info, stated in self._said_once(tables))
 
-    def brief(self, tables: Iterable[str]) -> str:
-        """One line per named table: row, column names and joins (in the order given, once each)."""
-        return "\n".join(info.brief() for info in self._each(tables))
+    def brief(self, tables: Iterable[str], described: Iterable[str] = ()) -> str:
+        """One line per named table: row, column names and joins (in the order given, once each).
+        A join is said once: a line leaves out its joins to the ``described`` tables (described in
+        full before these lines) and to the tables of earlier lines, when that table's joins name it."""
+        return "\n".join(info.brief(stated) for info, stated in self._said_once(tables, described))
+
+    def _said_once(self, tables: Iterable[str], before: Iterable[str] = ()) -> list[tuple[TableInfo, set[str]]]:
+        """Each named table with the tables before it (``before`` first) whose joins name it."""
+        earlier = [self.table(name) for name in before]
+        found = []
+        for info in self._each(tables):
+            found.append((info, {e.name for e in earlier if info.name in e.join_targets}))
+            earlier.append(info)
+        return found
 
     def _each(self, tables: Iterable[str]) -> list[TableInfo]:
         chosen: dict[str, TableInfo] = {}
