@@ -16,7 +16,9 @@ import pytest
 from ehr_magic.data import connect
 from ehr_magic.reuse import Reuser
 from ehr_magic.reuse.attributes import AttributeWords
+from ehr_magic.reuse.assign import question_words
 from ehr_magic.reuse.lexicon import contradicts, stem
+from ehr_magic.reuse.match import ReuseIndex
 from ehr_magic.reuse.reuser import shape_mismatch
 from ehr_magic.reuse.timeexpr import find_times, window
 
@@ -129,6 +131,33 @@ def test_a_question_without_the_word_that_announces_what_the_cell_returns_declin
     stays.index.candidates(question, refused)
     reasons = {entry: why for entry, _, why in refused}
     assert all("returns 'dischtime'" in reasons[entry] for entry in (1, 2, 3))
+
+
+FIRST_INPUT = ("SELECT starttime FROM inputevents WHERE stay_id IN (SELECT stay_id FROM icustays WHERE hadm_id "
+               "IN (SELECT hadm_id FROM admissions WHERE subject_id = {})) ORDER BY starttime LIMIT 1")
+
+
+def test_a_question_saying_nothing_of_what_the_cells_words_bring_declines(ehr) -> None:
+    # memory small enough for a test: a word implies a name after 3 cells of 1 kind
+    memory = Reuser(ehr, index=ReuseIndex(ehr, evidence={"min_support": 3, "min_kinds": 1}))
+    patients = (10001217, 10001725, 10002428)
+    cells = [(f"When did patient {p} get input for the first time?", FIRST_INPUT.format(p)) for p in patients]
+    cells += [(f"When did patient {p} get admitted to the hospital for the first time?", FIRST_ADMISSION.format(p))
+              for p in patients]
+    memory.add_many((number, question, cell(sql), "accepted") for number, (question, sql) in enumerate(cells, 1))
+    first_input = ehr.sql(FIRST_INPUT.format(10005817)).item()
+    assert memory.answer("When did patient 10005817 get input for the first time?").answer.item() == first_input
+    # "input" brings inputevents into the cells' code; "come to the hospital" says nothing that does
+    question = "When did patient 10005817 come for the first time to the hospital?"
+    assert not (memory.answer(question).answered and memory.answer(question).answer.item() == first_input)
+    refused: list = []
+    memory.index.candidates(question, refused)
+    assert {entry for entry, _, _ in refused} >= {1, 2, 3}
+    asked = question_words(tuple(stem(w) for w in "when did patient come for the first time to the hospital".split()))
+    said = question_words(tuple(stem(w) for w in "when did patient get input for the first time".split()))
+    names = memory.index.evidence._names[1]
+    assert ("input", "inputevents") in memory.index.evidence.dropped_words(asked, said, names)
+    assert not memory.index.evidence.dropped_words(said, said, names)
 
 
 def test_a_word_the_cells_question_says_as_a_stored_value_must_be_said_again(ehr) -> None:

@@ -49,6 +49,11 @@ def content_names(code: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def _content(words: Iterable[str]) -> set[str]:
+    """Single content words: a pair ("when did") is one wording and a function word says nothing."""
+    return {w for w in words if " " not in w and w not in _FUNCTION_STEMS}
+
+
 class WordCodeEvidence:
     """Co-occurrence of question words and code names over the remembered cells."""
 
@@ -163,9 +168,8 @@ class WordCodeEvidence:
                     with_name.update(self._words[key])
                 # single content words: a word pair ("prescribed first") is one wording, not a way of
                 # asking, and a function word ("did") comes with whatever a small memory holds
-                found = frozenset(w for w, n in with_name.items() if n >= ANNOUNCE_SUPPORT and " " not in w
-                                  and w not in _FUNCTION_STEMS
-                                  and n >= ANNOUNCE_SHARE * len(self._by_word.get(w, ())))
+                found = frozenset(w for w in _content(with_name) if with_name[w] >= ANNOUNCE_SUPPORT
+                                  and with_name[w] >= ANNOUNCE_SHARE * len(self._by_word.get(w, ())))
             self._announcers[name] = found
             return found
 
@@ -196,6 +200,21 @@ class WordCodeEvidence:
                 if name not in names:
                     missing.append((word, name))
         return missing
+
+    def dropped_words(self, words: frozenset[str], cell_words: frozenset[str],
+                      names: frozenset[str]) -> list[tuple[str, str]]:
+        """``(word, name)`` pairs: the cell's question says ``word``, which always comes with
+        ``name`` in code, the cell's code uses ``name``, and the new question says no word that
+        comes with it. "When did patient Y get their last *input*" (``inputevents``) does not
+        answer "when did patient X get admitted to the hospital for the last time"."""
+        said = {name for word in words for name in self.implied(word)}
+        dropped = sorted(_content(cell_words - words))
+        return [(word, name) for word in dropped
+                for name in sorted(self.implied(word) & names, key=self._rarest) if name not in said]
+
+    def _rarest(self, name: str) -> tuple[int, str]:
+        """Sort key: the name fewest cells use first (``inputevents`` says more than ``icustays``)."""
+        return len(self._by_name.get(name, ())), name
 
     def unannounced_names(self, words: frozenset[str], names: Iterable[str]) -> list[str]:
         """Names of the code that questions always announce, with no announcing word here."""

@@ -469,16 +469,31 @@ class ReuseIndex:
                 return other
         if self.check_evidence:
             # the cell's own wording, not its kind's: checked per cell, not cached per skeleton
-            dropped = self.evidence.unasked_selection(query.words, question_words(template.stems),
-                                                      self._names[template.entry_id], self._lower_tables())
+            cell_words = question_words(template.stems)
+            names = self._names[template.entry_id]
+            dropped = self.evidence.unasked_selection(query.words, cell_words, names, self._lower_tables())
             if dropped:
                 return (f"the cell returns {dropped[0]!r}, which its question announces and the new question "
                         f"does not ask for")
+            unsaid = [(word, name) for word, name in self.evidence.dropped_words(query.words, cell_words, names)
+                      if name not in self._value_tables(query)]
+            if unsaid:
+                word, name = unsaid[0]
+                return (f"the cell's question says {word!r}, which comes with {name!r} in its code, and the new "
+                        f"question says nothing that does")
             verdict = query.verdicts.get(template.skeleton)
             if verdict is None:
                 verdict = query.verdicts[template.skeleton] = self._evidence_conflict(template, query)
             return verdict
         return ""
+
+    def _value_tables(self, query: _Query) -> set[str]:
+        """The tables the question's stored values name: their own and those joined to them
+        ("phosphate", a lab test's name, names the lab results too)."""
+        tables = _stored_in(query)
+        if self.schema_evidence is not None:
+            tables |= {joined for table in tables for joined in self.schema_evidence.joins.get(table, ())}
+        return tables
 
     def _evidence_conflict(self, template: Template, query: _Query) -> str:
         names = self._names[template.entry_id]
@@ -496,12 +511,16 @@ class ReuseIndex:
             words = schema.unsupported_words(query.words, names, own)
             if words:
                 return f"{words[0]!r} names tables this cell's code does not use"
-            slot_tables = {v.type.removeprefix("vocab:").split(".")[0] for v in query.values if v.kind == "vocab"}
             entry_words = {w for w in template.stems if not w.startswith("<")}
-            tables = schema.unmentioned_tables(entry_words, query.words, names, slot_tables)
+            tables = schema.unmentioned_tables(entry_words, query.words, names, _stored_in(query))
             if tables:
                 return f"the cell's question names table {tables[0]!r}, the new question does not"
         return ""
+
+
+def _stored_in(query: _Query) -> set[str]:
+    """The tables whose columns store the question's vocabulary values."""
+    return {v.type.removeprefix("vocab:").split(".")[0] for v in query.values if v.kind == "vocab"}
 
 
 def said_constants(template: Template) -> tuple[tuple[str, ...], ...]:

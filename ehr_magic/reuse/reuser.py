@@ -80,7 +80,7 @@ class Reuser:
     def __init__(self, ehr: Any, *, index: ReuseIndex | None = None, timeout: float = 30.0,
                  **index_options: Any) -> None:
         self.ehr = ehr
-        self.index = index or ReuseIndex(ehr, **index_options)
+        self.index = index if index is not None else ReuseIndex(ehr, **index_options)  # an empty index is falsy
         self.timeout = timeout
         self.store: Any = None
         self.schema: str | None = None
