@@ -12,15 +12,15 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   a charges table, 'drug' a medication-orders table, whatever the schema calls them);
 - stored values: how much of one looked-up value (``vocabulary`` columns: lab labels,
   drug names...) the question says, IDF-weighted: all of it ('ptt', 'urea nitrogen') points
-  at the table as surely as its name would, a part of it less (one value's share, never a
-  sum over the words of many values: a column of 100k titles holds most words);
+  at the table as surely as its name would, a part of it far less (one value's share, squared,
+  never a sum over the words of many values: a column of 100k titles holds most words);
 - memory: the tables used by the code of the few-shot examples chosen for the question;
 - joins: the spine tables that most others join to (admissions in MIMIC, patient in
   eICU) always, and the tables a chosen table joins to, at a share of its score, up to
   two joins away; a table chosen by a whole stored value passes on nearly all of it
   (d_items 'lr' -> inputevents -> icustays), since its values are useless without them;
-  a sure dictionary (a table that joins nothing and that a few others join) brings
-  those too (lab tests -> lab results).
+  a dictionary (a table that joins nothing and that a few others join) brings those too
+  (lab tests -> lab results; 'weight' in item names -> the observations that record it).
 
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
@@ -189,7 +189,8 @@ class TablePicker:
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
         for table, coverage in self._value_coverage(question).items():
-            scores[table] += _WHOLE_VALUE_SCORE * coverage
+            # squared: a whole value counts in full, a third of a long title hardly at all
+            scores[table] += _WHOLE_VALUE_SCORE * coverage ** 2
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
@@ -203,8 +204,8 @@ class TablePicker:
                 if score >= THRESHOLD and table not in self.spine:
                     share = _STRONG_PARTNER_SHARE if score >= _STRONG else _PARTNER_SHARE
                     referrers = self._referrers.get(table, ())
-                    if score < _STRONG or len(referrers) > _MAX_REFERRERS or self._joins.get(table):
-                        referrers = ()  # only a sure dictionary (joins nothing, joined from few) brings its events
+                    if len(referrers) > _MAX_REFERRERS or self._joins.get(table):
+                        referrers = ()  # only a dictionary (joins nothing, joined from few) brings its events
                     partners = self._joins.get(table, ()) + referrers
                     for partner in partners:
                         scores[partner] = max(scores[partner], share * score)
@@ -303,4 +304,5 @@ class _ValueColumn:
         said = np.bincount(inverse, weights=idf) / self.mass[unique]
         said[np.bincount(inverse, weights=content) == 0] = 0.0
         said[(np.bincount(inverse, weights=long) == 0) & (said < _WHOLE)] = 0.0
-        return float(min(1.0, said.max()))
+        best = float(said.max())
+        return 1.0 if best >= _WHOLE else best
