@@ -10,8 +10,9 @@ Prints, for questions on the MIMIC-IV demo:
 - the same prompts fitted into a 4k window: tokens, tables and examples kept.
 
 And, on the EHRSQL-2024 valid split (questions never used to tune the table choice):
-- the share of answerable questions whose gold SQL's tables are all described in full in
-  the prompt (goal: >= 99% at the default window), with the packaged seeds as the only
+- the share of answerable questions whose gold SQL's tables are all in the prompt, in full
+  or in one line ("listed"; goal: >= 99% at the default window), and the stricter share
+  whose gold tables are all described in full ("full"), with the packaged seeds as the only
   memory (a new user) and with train as the memory (an analyst who has worked a while),
   at the default window and at 4k.
 
@@ -165,19 +166,21 @@ def ehrsql_table_recall(tmp: Path, limit: int) -> None:
             agent = Agent(ehr, None, examples=memory, settings=AgentSettings(shots=4))
             for window in (DEFAULT_LOCAL_WINDOW, SMALL_WINDOW):
                 fitted = ContextWindow(window, "bench")
-                covered, tables, full, tokens, too_long = 0, [], [], [], 0
+                covered, in_full, tables, full, tokens, too_long = 0, 0, [], [], [], 0
                 for item in valid:
                     try:
                         prompt = agent.prompt(item.question, window=fitted)
                     except PromptTooLongError:
                         too_long += 1
                         continue
-                    covered += gold_tables(item.gold_sql) <= set(prompt.tables)
+                    gold = gold_tables(item.gold_sql)
+                    covered += gold <= set(prompt.tables)
+                    in_full += gold <= set(prompt.tables[:prompt.layout.tables])
                     full.append(prompt.layout.tables)
                     tables.append(len(prompt.tables))
                     tokens.append(estimate_prompt_tokens(prompt.messages))
-                print(f"  {memory_name:<16} window {window:>5,}: {100 * covered / len(valid):.2f}% "
-                      f"({covered}/{len(valid)}), tables in the prompt {statistics.mean(tables):.1f} of {len(ehr.tables())} "
+                print(f"  {memory_name:<16} window {window:>5,}: listed {100 * covered / len(valid):.2f}% "
+                      f"({covered}/{len(valid)}), full {100 * in_full / len(valid):.2f}% ({in_full}), tables in the prompt {statistics.mean(tables):.1f} of {len(ehr.tables())} "
                       f"({statistics.mean(full):.1f} in full), "
                       f"prompt {statistics.mean(tokens):,.0f} tokens" + (f", {too_long} did not fit" if too_long else ""))
 

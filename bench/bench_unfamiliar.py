@@ -5,9 +5,13 @@ unless --copies names a folder that holds them), loaded with ``data load csv`` s
 the knowledge is drafted from the data only, prints on train and on valid:
 
 - gold-table coverage of the first prompt: the share of answerable questions whose gold
-  SQL's tables are all in the agent's first prompt (in full or in one line), at the 8k
-  default window and at 4k (goal: >= 95% at 8k);
+  SQL's tables are all in the agent's first prompt (in full or in one line: "listed"), at
+  the 8k default window and at 4k (goal: >= 95% at 8k);
+- the stricter share whose gold tables are all described in full ("full"): a small model
+  is far surer of a table whose column meanings it was shown than of a one-line entry;
 - how many first prompts describe no table in full;
+- with --misses, each question whose gold tables are not all listed, with the tables the
+  prompt holds (tune on train misses only; --split picks the split).
 
 and once per copy, the drafted joins against the true foreign keys of tables.json:
 found, missed and wrong (a join counts as found only if it links the same two columns,
@@ -23,6 +27,10 @@ schema (the EHRSQL database with its packaged knowledge) on valid at 8k (must st
 "descriptive" is the style the rules are tuned on; "camel" is held out.
 
     python bench/bench_unfamiliar.py [--questions N] [--styles descriptive camel] [--copies DIR]
+                                     [--work DIR] [--split train|valid] [--misses 8|4] [--skip demos home]
+
+--work keeps the loaded databases (STYLE.duckdb, ehrsql.duckdb) in DIR and reuses them, so a
+rerun measures table choice without loading again (delete them after changing the drafting).
 """
 
 from __future__ import annotations
@@ -139,42 +147,51 @@ def sample(items: list, limit: int) -> list:
     return [items[int(i * step)] for i in range(limit)]
 
 
-def coverage(ehr, questions: list[tuple[str, set[str]]]) -> str:
-    """First-prompt gold-table coverage at each window, and prompts with no table in full."""
+def coverage(ehr, questions: list[tuple[str, set[str]]], misses: int = 0) -> str:
+    """First-prompt gold-table coverage at each window (listed, and described in full), and
+    prompts with no table in full; prints the misses at the ``misses`` k window."""
     agent = Agent(ehr, None, examples=SeedExamples(), settings=AgentSettings(shots=4))
     parts = []
     for window in WINDOWS:
         fitted = ContextWindow(window, "bench")
-        covered = none = shown = full = 0
+        covered = in_full = none = shown = full = 0
         for question, tables in questions:
             prompt = agent.prompt(question, window=fitted)
+            described = set(prompt.tables[:prompt.layout.tables])
             covered += tables <= set(prompt.tables)
+            in_full += tables <= described
             none += prompt.layout.tables == 0
             shown += len(prompt.tables)
             full += prompt.layout.tables
-        parts.append(f"{window // 1024}k {100 * covered / len(questions):5.1f}% ({covered}/{len(questions)}, "
+            if misses == window // 1024 and not tables <= set(prompt.tables):
+                print(f"    miss: {question}\n      gold {sorted(tables)}; full {prompt.tables[:prompt.layout.tables]}"
+                      f"; listed {prompt.tables[prompt.layout.tables:]}")
+        parts.append(f"{window // 1024}k listed {100 * covered / len(questions):5.1f}% full "
+                     f"{100 * in_full / len(questions):5.1f}% ({covered}/{in_full}/{len(questions)}, "
                      f"{none} with no table in full; tables {shown / len(questions):.1f} of "
                      f"{len(ehr.tables())}, {full / len(questions):.1f} in full)")
     return ", ".join(parts)
 
 
-def renamed_copy(style: str, copies: Path, work: Path, limit: int) -> None:
+def renamed_copy(style: str, copies: Path, work: Path, limit: int, splits: tuple[str, ...] = renamed.SPLITS,
+                 misses: int = 0) -> None:
     folder = copies / style
     truth_file = copies / f"{style}.truth.json"
     if not truth_file.is_file():
         renamed.build(style, folder, EHRSQL)
     truth = json.loads(truth_file.read_text())
     db = work / f"{style}.duckdb"
-    started = time.perf_counter()
-    sources.load("csv", [folder], db)
-    print(f"{style}: loaded and drafted in {time.perf_counter() - started:.0f} s")
+    if not db.is_file():
+        started = time.perf_counter()
+        sources.load("csv", [folder], db)
+        print(f"{style}: loaded and drafted in {time.perf_counter() - started:.0f} s")
     with ehr_magic.connect(db) as ehr:
-        print("  " + score_joins(drafted_pairs(ehr), truth))
-        for split in renamed.SPLITS:
+        print(f"{style}:\n  " + score_joins(drafted_pairs(ehr), truth))
+        for split in splits:
             texts = {i.id: i.question for i in load_split(EHRSQL, split)}
             gold = truth["questions"][split]
             questions = sample([(texts[q], {t.lower() for t in g["tables"]}) for q, g in gold.items()], limit)
-            print(f"  {split:<5} ({len(questions)} questions): {coverage(ehr, questions)}")
+            print(f"  {split:<5} ({len(questions)} questions): {coverage(ehr, questions, misses)}")
 
 
 def demo_joins(name: str, folder: Path, schema: str, work: Path) -> None:
@@ -194,16 +211,18 @@ def demo_joins(name: str, folder: Path, schema: str, work: Path) -> None:
                                                      for p in drafted - expected)))
 
 
-def home_schema(work: Path, limit: int) -> None:
+def home_schema(work: Path, limit: int, splits: tuple[str, ...] = ("valid",), misses: int = 0) -> None:
     from ehr_magic.data.sources import ehrsql
 
     db = work / "ehrsql.duckdb"
-    ehrsql.load(EHRSQL / "mimic_iv.sqlite", db)
-    valid = sample([i for i in load_split(EHRSQL, "valid") if i.answerable], limit)
-    questions = [(i.question, renamed.gold_tables(i.gold_sql)) for i in valid]
-    with ehr_magic.connect(db) as ehr:
-        print(f"home schema (EHRSQL, packaged knowledge), valid ({len(questions)} questions; goal >= 99.5% at 8k): "
-              f"{coverage(ehr, [(q, {t.lower() for t in tables}) for q, tables in questions])}")
+    if not db.is_file():
+        ehrsql.load(EHRSQL / "mimic_iv.sqlite", db)
+    for split in splits:
+        items = sample([i for i in load_split(EHRSQL, split) if i.answerable], limit)
+        questions = [(i.question, {t.lower() for t in renamed.gold_tables(i.gold_sql)}) for i in items]
+        with ehr_magic.connect(db) as ehr:
+            print(f"home schema (EHRSQL, packaged knowledge), {split} ({len(questions)} questions; goal >= 99.5% "
+                  f"at 8k): {coverage(ehr, questions, misses)}")
 
 
 def main() -> None:
@@ -213,17 +232,24 @@ def main() -> None:
     parser.add_argument("--copies", help="folder with the renamed copies (STYLE/ and STYLE.truth.json); "
                         "built in a temporary folder when absent")
     parser.add_argument("--skip", nargs="*", default=[], choices=["demos", "home"])
+    parser.add_argument("--work", help="folder that keeps the loaded databases between runs (reused when present)")
+    parser.add_argument("--split", choices=renamed.SPLITS, help="only this split (the home schema: valid unless "
+                        "this says train)")
+    parser.add_argument("--misses", type=int, choices=[w // 1024 for w in WINDOWS], default=0,
+                        help="print the questions whose gold tables are not all in the prompt at this window (k)")
     args = parser.parse_args()
+    splits = (args.split,) if args.split else renamed.SPLITS
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = Path(args.work) if args.work else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         copies = Path(args.copies) if args.copies else work / "copies"
         for style in args.styles:
-            renamed_copy(style, copies, work, args.questions)
+            renamed_copy(style, copies, work, args.questions, splits, args.misses)
         if "demos" not in args.skip:
             demo_joins("MIMIC-III demo", MIMIC_III, "mimic_iii", work)
             demo_joins("eICU demo", EICU, "eicu", work)
         if "home" not in args.skip:
-            home_schema(work, args.questions)
+            home_schema(work, args.questions, (args.split or "valid",), args.misses)
 
 
 if __name__ == "__main__":

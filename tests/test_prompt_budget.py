@@ -86,6 +86,28 @@ def test_short_stored_labels_and_the_tables_they_need_are_chosen(ehr) -> None:
     assert lr.tables.index("inputevents") < lr.tables.index("icustays")  # the second hop ranks after the first
 
 
+def test_a_whole_stored_value_of_several_words_outranks_words_scattered_over_long_titles(ehr) -> None:
+    # 'urea nitrogen' is a lab label; 'percentile', 'age', 'encounter' are words of some of the
+    # 100k diagnosis titles, each of a different title
+    choice = TablePicker(ehr).choose("What percentile is 13.0 urea nitrogen in a patient of the same age as "
+                                     "patient 10022017 on their last hospital encounter?")
+    assert choice.scores["d_labitems"] > choice.scores.get("d_icd_diagnoses", 0.0), choice.scores
+    assert choice.tables.index("labevents") < choice.tables.index("d_icd_diagnoses"), choice.tables
+
+
+def test_a_value_counts_by_how_much_of_it_the_question_says() -> None:
+    from ehr_magic.agent.table_choice import _ValueColumn
+    from ehr_magic.data.lookup import Vocabulary
+
+    column = _ValueColumn(Vocabulary.build(["Other endoscopy of small intestine", "Other", "Troponin T", "PTT",
+                                            "Insertion of IV line into small vein", "Potassium, whole blood"]))
+    assert column.coverage({"other", "endoscopy", "of", "small", "intestine"}) == 1.0  # grammar inside a value
+    assert column.coverage({"other"}) == 0.0  # but never alone
+    assert column.coverage({"troponin", "t"}) == 1.0 and column.coverage({"ptt"}) == 1.0
+    assert column.coverage({"iv"}) == 0.0  # a short word inside a title says nothing
+    assert 0.3 < column.coverage({"potassium"}) < 1.0  # part of a value: a share
+
+
 def test_the_schema_share_holds_every_chosen_table_in_a_line_before_any_in_full() -> None:
     full, brief = [300, 300, 300], [50, 50, 50]
     assert tables_within(full, brief, 2000) == (2, 1)  # 700 tokens: two in full, the third in a line
@@ -116,7 +138,12 @@ def test_a_4k_prompt_says_each_join_once(ehr) -> None:
     assert {"d_labitems", "labevents"} <= set(prompt.tables)
     # d_labitems says it joins labevents; labevents's line does not say it again
     assert user.count("labevents ON itemid") + user.count("d_labitems ON itemid") == 1
-    assert user.count(" ON hadm_id") <= 1  # the spine's joins on hadm_id, said once for all their tables
+    # labevents -> admissions ON hadm_id: said by one of the two lines, whichever comes first
+    lines = {line[2:].split(":")[0]: line for line in user.splitlines() if line.startswith("- ")}
+    said = [t for t, other in (("labevents", "admissions"), ("admissions", "labevents"))
+            if t in lines and other in lines[t].split("Joins:")[-1]]
+    assert len(said) == 1, said
+    assert user.count(" ON hadm_id") <= 2  # the spine's joins on hadm_id, said once for all their tables
 
 
 def test_a_window_too_small_for_any_prompt_is_one_clear_sentence(ehr) -> None:

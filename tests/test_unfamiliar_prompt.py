@@ -104,6 +104,13 @@ def test_magic_on_a_renamed_copy_describes_the_tables_the_question_needs(ip, fak
     ("What was the last hemoglobin of patient 10004235?", "lab_test_types", "lab_results"),
     ("What was the average heart rate of patient 10004235 yesterday?", "bedside_item_catalog", "bedside_observations"),
     ("What was the average HR of patient 10004235 yesterday?", "bedside_item_catalog", "bedside_observations"),
+    # a whole label of two words, against words scattered over the diagnosis titles
+    ("What percentile is 13.0 urea nitrogen in a patient of the same age as patient 10022017 on their last "
+     "hospital encounter?", "lab_test_types", "lab_results"),
+    # only part of an item name ('non invasive blood pressure diastolic'): an unsure dictionary brings
+    # its events too
+    ("When was the last time that patient 10018081 had the minimum value of diastolic blood pressure on "
+     "12/29/this year?", "bedside_item_catalog", "bedside_observations"),
 ])
 def test_a_stored_value_finds_its_dictionary_and_the_dictionary_its_events(ehr, question, dictionary, events) -> None:
     choice = TablePicker(ehr).choose(question)

@@ -10,16 +10,17 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   conventions that name it (IDF-weighted, so words that every table shares count little);
   a word counts for the other words of its group in ``schema_words.txt`` ('cost' finds
   a charges table, 'drug' a medication-orders table, whatever the schema calls them);
-- stored values: a question word that is a whole looked-up value ('ptt', 'potassium'),
-  or a rare word of a table's looked-up values (``vocabulary`` columns: lab labels,
-  drug names...), points at that table;
+- stored values: how much of one looked-up value (``vocabulary`` columns: lab labels,
+  drug names...) the question says, IDF-weighted: all of it ('ptt', 'urea nitrogen') points
+  at the table as surely as its name would, a part of it far less (one value's share, squared,
+  never a sum over the words of many values: a column of 100k titles holds most words);
 - memory: the tables used by the code of the few-shot examples chosen for the question;
 - joins: the spine tables that most others join to (admissions in MIMIC, patient in
   eICU) always, and the tables a chosen table joins to, at a share of its score, up to
   two joins away; a table chosen by a whole stored value passes on nearly all of it
   (d_items 'lr' -> inputevents -> icustays), since its values are useless without them;
-  a sure dictionary (a table that joins nothing and that a few others join) brings
-  those too (lab tests -> lab results).
+  a dictionary (a table that joins nothing and that a few others join) brings those too
+  (lab tests -> lab results; 'weight' in item names -> the observations that record it).
 
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
@@ -40,26 +41,26 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
 from rapidfuzz import fuzz
 
 from ehr_magic.data.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.data.lookup import Vocabulary, normalise
 from ehr_magic.memory.similarity import default_tokens
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
 THRESHOLD = 1.0
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
-_VALUE_SCORE = 2.0
+_WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium', 'urea nitrogen'); a part, a share
+_WHOLE = 0.999  # coverage that is a whole value (float sums)
 _NAMED_SCORE = 3.0  # the question says the table's name
 _PARTNER_SHARE = 0.7  # a joined table inherits this share of the choosing table's score
 _STRONG = 4.0  # a table this sure brings the tables it joins to right after it (labevents -> d_labitems)
 _STRONG_PARTNER_SHARE = 0.95
 _PARTNER_HOPS = 2  # d_items -> inputevents -> icustays
 _SPINE_SHARE = 0.4  # a table most others join to (of the tables minus itself)
-_MAX_VALUE_TABLES = 4  # a value word found in more tables than this says nothing about which
 _MIN_VALUE_WORD = 4
-_RARE_IDF = 2.0
-_MIN_WHOLE_VALUE = 2
 _MIN_PART = 4  # a question word this long counts inside a name run together ('test' in 'labtestkey')
 _PART_SHARE = 0.8  # of the word's weight: a part of a name is less sure than a whole word
 _MAX_REFERRERS = 3  # a sure dictionary joined from this few brings them too: lab tests -> lab results
@@ -168,7 +169,7 @@ class TablePicker:
         self._referrers = {t: tuple(r for r, targets in self._joins.items() if t in targets) for t in self.tables}
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
-        self._value_words: dict[str, dict[str, bool]] | None = None
+        self._indexed: list[tuple[str, _ValueColumn]] | None = None
 
     def choose(self, question: str, examples: Sequence[tuple[str, str]] = ()) -> TableChoice:
         """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
@@ -187,11 +188,9 @@ class TablePicker:
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
-        for word in set(_WORD.findall(question.lower())) | shorthand_words(question):
-            # a word that many tables' descriptions use ('visit', 'hospital') says little inside a value
-            common = min(1.0, self._idf.get(_stem(word), math.inf) / _RARE_IDF)
-            for table, whole in self._value_index().get(word, {}).items():
-                scores[table] += _VALUE_SCORE * (2 if whole else 0.75 * common)  # 'potassium' beats a title's word
+        for table, coverage in self._value_coverage(question).items():
+            # squared: a whole value counts in full, a third of a long title hardly at all
+            scores[table] += _WHOLE_VALUE_SCORE * coverage ** 2
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
@@ -205,8 +204,8 @@ class TablePicker:
                 if score >= THRESHOLD and table not in self.spine:
                     share = _STRONG_PARTNER_SHARE if score >= _STRONG else _PARTNER_SHARE
                     referrers = self._referrers.get(table, ())
-                    if score < _STRONG or len(referrers) > _MAX_REFERRERS or self._joins.get(table):
-                        referrers = ()  # only a sure dictionary (joins nothing, joined from few) brings its events
+                    if len(referrers) > _MAX_REFERRERS or self._joins.get(table):
+                        referrers = ()  # only a dictionary (joins nothing, joined from few) brings its events
                     partners = self._joins.get(table, ()) + referrers
                     for partner in partners:
                         scores[partner] = max(scores[partner], share * score)
@@ -251,30 +250,59 @@ class TablePicker:
             return re.compile(r"(?!)")
         return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
 
-    def _value_index(self) -> dict[str, dict[str, bool]]:
-        """Word of a looked-up value -> {table whose values have it: whether a whole value is
-        that word} (words of few tables only)."""
-        if self._value_words is None:
-            found: dict[str, dict[str, bool]] = {}
-            for table, info in self._described.items():
-                for column in info.vocabulary:
-                    if column not in self.ehr.columns(table):
-                        continue
-                    vocabulary = self.ehr.vocabulary(table, column)
-                    for word in vocabulary.words:
-                        if word in _STOP or word.isdigit():
-                            continue
-                        whole = word in vocabulary.compact
-                        # a short word only as a whole value: 'ptt' and 'mch' are labels, 'iv' in a title is not
-                        if len(word) >= _MIN_VALUE_WORD or (whole and len(word) >= _MIN_WHOLE_VALUE):
-                            tables = found.setdefault(word, {})
-                            tables[table] = tables.get(table, False) or whole
-            # A whole value ('potassium') always points at its tables; a word inside values only
-            # when few tables have it.
-            self._value_words = {}
-            for word, tables in found.items():
-                if len(tables) > _MAX_VALUE_TABLES:
-                    tables = {t: True for t, whole in tables.items() if whole}
-                if tables:
-                    self._value_words[word] = tables
-        return self._value_words
+    def _value_coverage(self, question: str) -> dict[str, float]:
+        """Table -> how much of its best stored value the question says (0-1, IDF-weighted within
+        the column): 'urea nitrogen' says all of a lab label, while 'percentile' and 'age' say a
+        little of many diagnosis titles. The best single value counts, never a sum over values, so
+        a column of long titles that holds most English words scores by one title, not by all."""
+        words = {w for w in normalise(question).split() if not w.isdigit()} | shorthand_words(question)
+        found: dict[str, float] = {}
+        for table, column in self._value_columns():
+            coverage = column.coverage(words)
+            if coverage > found.get(table, 0.0):
+                found[table] = coverage
+        return found
+
+    def _value_columns(self) -> list[tuple[str, _ValueColumn]]:
+        """The looked-up columns (``vocabulary`` in the knowledge) with their values indexed."""
+        if self._indexed is None:
+            self._indexed = [(table, _ValueColumn(self.ehr.vocabulary(table, column)))
+                             for table, info in self._described.items() for column in info.vocabulary
+                             if column in self.ehr.columns(table)]
+        return self._indexed
+
+
+class _ValueColumn:
+    """One column's stored values, for 'how much of one value does the question say'."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.vocabulary = vocabulary
+        self.word_index = {word: i for i, word in enumerate(vocabulary.words)}
+        counts = [len(p) for p in vocabulary.postings]
+        flat = np.concatenate(vocabulary.postings) if counts else np.zeros(0, dtype=np.int64)
+        # each value's weight: the IDF of its words, summed (a value's words are distinct)
+        self.mass = np.bincount(flat, weights=np.repeat(vocabulary.idf, counts), minlength=len(vocabulary.values))
+
+    def coverage(self, words: set[str]) -> float:
+        """The largest share of one value's weight that ``words`` hold. Grammar counts inside a
+        value ('other endoscopy of small intestine') but never alone ('other'); a short word ('iv',
+        't') counts only with a longer one or as a whole value: 'ptt' and 'troponin t' are labels,
+        'iv' inside a title says nothing."""
+        hits = [self.word_index[w] for w in words if w in self.word_index]
+        if not hits:
+            return 0.0
+        postings, vocabulary = self.vocabulary.postings, self.vocabulary
+
+        def per_posting(values: list) -> np.ndarray:
+            return np.concatenate([np.full(len(postings[i]), value) for i, value in zip(hits, values)])
+
+        unique, inverse = np.unique(np.concatenate([postings[i] for i in hits]), return_inverse=True)
+        idf = per_posting([vocabulary.idf[i] for i in hits])
+        content = per_posting([vocabulary.words[i] not in _STOP for i in hits])
+        long = per_posting([vocabulary.words[i] not in _STOP and len(vocabulary.words[i]) >= _MIN_VALUE_WORD
+                            for i in hits])
+        said = np.bincount(inverse, weights=idf) / self.mass[unique]
+        said[np.bincount(inverse, weights=content) == 0] = 0.0
+        said[(np.bincount(inverse, weights=long) == 0) & (said < _WHOLE)] = 0.0
+        best = float(said.max())
+        return 1.0 if best >= _WHOLE else best
