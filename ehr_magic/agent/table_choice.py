@@ -176,7 +176,7 @@ class TablePicker:
         few-shot examples; the tables of an example count as much as it resembles the question."""
         scores: Counter[str] = Counter()
         words = set(_content_words(question))
-        named = set(_WORD.findall(question.lower().replace(" ", "_"))) | set(_WORD.findall(question.lower()))
+        named = set(_WORD.findall(question.lower()))
         # A word no table uses stands for the other words of its group: a bridge between the
         # question's words and the schema's, never extra weight for a word the schema speaks.
         related = {s for w in words if w not in self._idf for s in _synonyms().get(w, ())} - words
