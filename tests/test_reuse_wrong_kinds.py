@@ -17,7 +17,7 @@ from ehr_magic.data import connect
 from ehr_magic.reuse import Reuser
 from ehr_magic.reuse.attributes import AttributeWords
 from ehr_magic.reuse.assign import question_words
-from ehr_magic.reuse.lexicon import contradicts, stem
+from ehr_magic.reuse.lexicon import contradicts, operators, stem
 from ehr_magic.reuse.match import ReuseIndex
 from ehr_magic.reuse.reuser import shape_mismatch
 from ehr_magic.reuse.timeexpr import find_times, window
@@ -191,6 +191,12 @@ def test_how_often_and_how_much_ask_for_different_quantities() -> None:
     # a count named before its cue counts that: "the patient count" counts people, not prescriptions
     assert contradicts("what is the count of prescriptions for <v>".split(),
                        "what is the patient count for <v> prescription".split())
+
+
+def test_now_asks_for_the_current_state() -> None:
+    # "hospitalized patients now" are those not yet discharged; "patients discharged" are the others
+    assert operators("what is the total number of hospitalized patients now".split()) == {"current": 1}
+    assert not operators("what were the total number of patients discharged from the hospital".split())
 
 
 def test_a_question_asking_for_a_moment_needs_a_time() -> None:

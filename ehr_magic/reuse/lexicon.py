@@ -36,7 +36,7 @@ for _canonical, _words in {
     "weekly": "weekly",
     "monthly": "monthly",
     "yearly": "yearly annual annually",
-    "current": "current currently ongoing present",
+    "current": "current currently ongoing present now",
     # units left in a question once its time expressions are taken out: the unit of the answer
     "unit:minute": "minute minutes",
     "unit:hour": "hour hours hourly",
