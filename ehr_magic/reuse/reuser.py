@@ -263,7 +263,7 @@ _ASKS_WHEN = re.compile(r"^\W*when\b|\bwhen (?:was|were|did|is|has|had|does|do|w
                         r"\b(?:what|which) (?:time|date|day)\b|\bdate and time\b|\bdate of\b|\b(?:time|date)s?\b", re.I)
 # "What was the last time ...", or a question opening on "First time patient ... was given":
 # asks for the moment itself (the phrases below would otherwise strip the "time").
-_ASKS_WHICH_TIME = re.compile(r"\bwhat (?:was|is|were) the (?:\w+ )?(?:first|last|\w+est|\w+) time\b|"
+_ASKS_WHICH_TIME = re.compile(r"\bwhat (?:was|is|were) the (?:\w+ )?(?:first|last|\w+est) time\b|"
                               r"^\W*(?:the )?(?:first|last|\w+est) time\b(?!\s*,)", re.I)
 # Phrases with "time" that do not ask for a time.
 _NOT_ASKING_TIME = re.compile(r"\b(?:for )?the (?:\w+ )?(?:first|last|second|third|\w+est) time\b|"
