@@ -475,8 +475,10 @@ class ReuseIndex:
             if dropped:
                 return (f"the cell returns {dropped[0]!r}, which its question announces and the new question "
                         f"does not ask for")
-            unsaid = [(word, name) for word, name in self.evidence.dropped_words(query.words, cell_words, names)
-                      if name not in self._value_tables(query)]
+            unsaid = self.evidence.dropped_words(query.words, cell_words, names)
+            if unsaid:  # the tables of the question's values, read only when there is something to excuse
+                stored = self._value_tables(query)
+                unsaid = [(word, name) for word, name in unsaid if name not in stored]
             if unsaid:
                 word, name = unsaid[0]
                 return (f"the cell's question says {word!r}, which comes with {name!r} in its code, and the new "
