@@ -21,7 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import ehr_magic
-from ehr_magic.data.sources import eicu, ehrsql, mimic_iii
+from ehr_magic.sources import eicu
+from ehr_magic.sources import ehrsql
+from ehr_magic.sources import mimic_iii
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "shared" / "data"

@@ -51,7 +51,7 @@ SMALL_WINDOW = 4096
 
 
 def build_demo(out: Path) -> Path:
-    from ehr_magic.data.sources import mimic_iv
+    from ehr_magic.sources import mimic_iv
 
     mimic_iv.load([SHARED / "mimic-iv-clinical-database-demo-2.2", SHARED / "mimic-iv-demo-2.2-chartevents-reconstructed"], out)
     return out
@@ -153,7 +153,7 @@ class TrainMemory:
 
 
 def ehrsql_table_recall(tmp: Path, limit: int) -> None:
-    from ehr_magic.data.sources import ehrsql
+    from ehr_magic.sources import ehrsql
 
     db = tmp / "ehrsql.duckdb"
     ehrsql.load(EHRSQL / "mimic_iv.sqlite", db)

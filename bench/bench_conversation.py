@@ -157,7 +157,7 @@ def gold_answer(ehr: Any, code: str) -> Any:
 
 
 def build(out: Path) -> Path:
-    from ehr_magic.data.sources import csv_folder
+    from ehr_magic.sources import folder as csv_folder
 
     if not out.exists():
         print(f"loading {MIMIC_III.name} as a CSV folder into {out} ...", file=sys.stderr)

@@ -16,8 +16,9 @@ from pathlib import Path
 from rapidfuzz import fuzz, process
 
 import ehr_magic
-from ehr_magic.data.lookup import normalise
-from ehr_magic.data.sources import ehrsql, mimic_iv
+from ehr_magic.text import normalise
+from ehr_magic.sources import ehrsql
+from ehr_magic.sources import mimic_iv
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUERIES = ["acute myocardial infarction", "heart attack", "congestive heart failure", "sepsis",

@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from datapaths import SHARED_DATA  # noqa: E402
 
 import ehr_magic  # noqa: E402
-from ehr_magic.data import knowledge as knowledge_files  # noqa: E402
-from ehr_magic.data import sources  # noqa: E402
+from ehr_magic.knowledge import model as knowledge_files  # noqa: E402
+from ehr_magic import sources  # noqa: E402
 
 DEMOS = {"mimic_iii": SHARED_DATA / "mimic-iii-clinical-database-demo-1.4",
          "eicu": SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"}
@@ -149,10 +149,10 @@ def report(name: str, result: dict, seconds: float, verbose: bool) -> None:
 def synthetic(patients: int, work: Path) -> None:
     """Time drafting a CSV folder of ``patients`` synthetic patients; ``work`` keeps the folder
     and its loaded database, so a second run drafts again without writing them."""
-    from ehr_magic.data import drafting
-    from ehr_magic.data.sources import csv_folder
-    from ehr_magic.data.sources.csvdir import load_tables
-    from ehr_magic.data.sources.synthetic import generate
+    from ehr_magic.knowledge.drafting import draft as drafting
+    from ehr_magic.sources import folder as csv_folder
+    from ehr_magic.sources.loading import load_tables
+    from ehr_magic.sources.synthetic import generate
 
     folder = work / f"synthetic-{patients}"
     out = work / f"synthetic-{patients}-csv.duckdb"

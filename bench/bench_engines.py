@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import ehr_magic
-from ehr_magic.data.sources import ehrsql, synthetic
+from ehr_magic.sources import ehrsql
+from ehr_magic.sources import synthetic
 from ehr_magic.engines import publish
 from ehr_magic.eval import load_split
 from ehr_magic.eval.sqlite_dialect import translator_for

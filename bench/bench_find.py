@@ -29,8 +29,8 @@ from datapaths import MIMIC_IV_DEMO  # noqa: E402
 from vocabulary_reference import built_one_value_at_a_time  # noqa: E402
 
 import ehr_magic  # noqa: E402
-from ehr_magic.data.lookup import Vocabulary  # noqa: E402
-from ehr_magic.data.sources import mimic_iv  # noqa: E402
+from ehr_magic.linking.lookup import Vocabulary  # noqa: E402
+from ehr_magic.sources import mimic_iv  # noqa: E402
 
 
 def first_find(database: Path, query: str) -> tuple[float, list[tuple]]:

@@ -55,7 +55,7 @@ def run_eval(args: argparse.Namespace) -> None:
 
 def run_sweep(args: argparse.Namespace) -> None:
     """Score every candidate once, then replay the decision for many thresholds."""
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.eval import load_split
     from ehr_magic.eval.answerers import gold_examples
     from ehr_magic.eval.scoring import normalize_answer
@@ -89,7 +89,7 @@ def run_sweep(args: argparse.Namespace) -> None:
 
 
 def run_latency(args: argparse.Namespace) -> None:
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.eval import load_split
     from ehr_magic.eval.answerers import gold_examples
     from ehr_magic.eval.sqlite_dialect import translator_for
@@ -196,7 +196,7 @@ MIMIC_CASES: list[tuple[str, int | None, list[tuple[str, str]]]] = [
 
 def run_mimic(args: argparse.Namespace) -> None:
     """Reuse on the MIMIC-IV demo schema with the packaged seeds as memory."""
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.eval.scoring import normalize_answer
     from ehr_magic.memory import MemoryStore
     from ehr_magic.reuse import Reuser
@@ -223,7 +223,7 @@ def run_mimic(args: argparse.Namespace) -> None:
             for old, new in edits:
                 assert old in code, (seed, old)
                 code = code.replace(old, new)
-            from ehr_magic.agent.executor import Executor
+            from ehr_magic.runtime.executor import Executor
 
             reference = Executor(ehr).run(code)
             if not result.answered:

@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--wrong", type=Path, help="write each setting's wrong answers (JSON lines) here")
     args = parser.parse_args()
 
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.eval.answerers import gold_examples
     from ehr_magic.eval.datasets import Split, load_split
     from ehr_magic.eval.sqlite_dialect import translator_for

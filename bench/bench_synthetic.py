@@ -20,7 +20,7 @@ from pathlib import Path
 
 CHILD = """
 import json, resource, sys, time
-from ehr_magic.data.sources.synthetic import generate
+from ehr_magic.sources.synthetic import generate
 before = resource.getrusage(resource.RUSAGE_SELF)
 started = time.perf_counter()
 counts = generate(sys.argv[1], patients=int(sys.argv[2]), seed=int(sys.argv[3]))

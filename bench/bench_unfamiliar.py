@@ -48,8 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 import ehr_magic  # noqa: E402
 from ehr_magic.agent import Agent, AgentSettings  # noqa: E402
 from ehr_magic.memory.fewshot import SeedExamples  # noqa: E402
-from ehr_magic.data import knowledge as knowledge_files  # noqa: E402
-from ehr_magic.data import sources  # noqa: E402
+from ehr_magic.knowledge import model as knowledge_files  # noqa: E402
+from ehr_magic import sources  # noqa: E402
 from ehr_magic.eval import renamed  # noqa: E402
 from ehr_magic.eval.datasets import load_split  # noqa: E402
 from ehr_magic.llm.window import DEFAULT_LOCAL_WINDOW, ContextWindow  # noqa: E402
@@ -212,7 +212,7 @@ def demo_joins(name: str, folder: Path, schema: str, work: Path) -> None:
 
 
 def home_schema(work: Path, limit: int, splits: tuple[str, ...] = ("valid",), misses: int = 0) -> None:
-    from ehr_magic.data.sources import ehrsql
+    from ehr_magic.sources import ehrsql
 
     db = work / "ehrsql.duckdb"
     if not db.is_file():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ehr_magic.data import EHR, connect
+from ehr_magic.db import EHR, connect
 from ehr_magic.version import __version__
 
 __all__ = ["EHR", "connect", "__version__"]

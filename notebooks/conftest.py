@@ -58,7 +58,7 @@ def notebook_environment(root: Path, database: Path, base_url: str | None) -> di
 
 def build_demo_database(out: Path) -> Path:
     """The MIMIC-IV demo with reconstructed chartevents, as the notebooks expect it."""
-    from ehr_magic.data.sources import mimic_iv
+    from ehr_magic.sources import mimic_iv
 
     if not MIMIC_IV_DEMO.is_dir():
         pytest.skip(f"the MIMIC-IV demo is not at {MIMIC_IV_DEMO}")
@@ -68,7 +68,7 @@ def build_demo_database(out: Path) -> Path:
 
 def build_eicu_database(out: Path) -> Path:
     """The eICU demo (without lab, nurseCharting and vitalPeriodic, as the open snapshot has it)."""
-    from ehr_magic.data.sources import eicu
+    from ehr_magic.sources import eicu
 
     if not EICU_DEMO.is_dir():
         pytest.skip(f"the eICU demo is not at {EICU_DEMO}")

@@ -34,7 +34,7 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 @pytest.fixture(scope="session")
 def ehrsql_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The EHRSQL-2024 MIMIC-IV demo database, loaded once per test session."""
-    from ehr_magic.data.sources import ehrsql
+    from ehr_magic.sources import ehrsql
 
     out = tmp_path_factory.mktemp("ehrsql") / "ehrsql.duckdb"
     ehrsql.load(EHRSQL_SQLITE, out)
@@ -44,7 +44,7 @@ def ehrsql_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def mimic_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The MIMIC-IV demo with the reconstructed chartevents, loaded once per test session."""
-    from ehr_magic.data.sources import mimic_iv
+    from ehr_magic.sources import mimic_iv
 
     out = tmp_path_factory.mktemp("mimic") / "mimic-iv-demo.duckdb"
     mimic_iv.load([MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED], out, dataset="mimic-iv-demo")
@@ -54,7 +54,7 @@ def mimic_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def mimic_iii_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The MIMIC-III 1.4 demo, loaded once per test session."""
-    from ehr_magic.data.sources import mimic_iii
+    from ehr_magic.sources import mimic_iii
 
     out = tmp_path_factory.mktemp("mimic3") / "mimic-iii-demo.duckdb"
     mimic_iii.load([MIMIC_III_DEMO], out, dataset="mimic-iii-demo")
@@ -64,7 +64,7 @@ def mimic_iii_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def eicu_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The eICU demo (without lab, nurseCharting and vitalPeriodic), loaded once per test session."""
-    from ehr_magic.data.sources import eicu
+    from ehr_magic.sources import eicu
 
     out = tmp_path_factory.mktemp("eicu") / "eicu-demo.duckdb"
     eicu.load([EICU_DEMO], out)

@@ -11,9 +11,9 @@ import pytest
 
 import ehr_magic
 from ehr_magic.agent.hints import value_hints
-from ehr_magic.data import sources
-from ehr_magic.data.clinical_vocabulary import clinical_vocabulary, parse
-from ehr_magic.data.lookup import Vocabulary
+from ehr_magic import sources
+from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, parse
+from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.errors import EhrMagicError
 
 

@@ -24,8 +24,8 @@ import ehr_magic
 from datapaths import SHARED_DATA
 from ehr_magic.agent.context import system_prompt
 from ehr_magic.agent.hints import value_hints
-from ehr_magic.data import knowledge as knowledge_files
-from ehr_magic.data import sources
+from ehr_magic.knowledge import model as knowledge_files
+from ehr_magic import sources
 from ehr_magic.errors import DataSourceError
 from ehr_magic.safety import privacy
 
@@ -300,7 +300,7 @@ def test_export_of_a_packaged_schema(ehrsql_db: Path, tmp_path: Path) -> None:
     assert knowledge_files.parse(out.read_text(), source=str(out), expected_schema="ehrsql_mimic_iv") == \
         knowledge_files.load("ehrsql_mimic_iv")
     summary = run("data", "knowledge", str(ehrsql_db))
-    assert "packaged (ehr_magic/data/schemas/ehrsql_mimic_iv.yaml)" in summary.stdout
+    assert "packaged (ehr_magic/knowledge/schemas/ehrsql_mimic_iv.yaml)" in summary.stdout
 
 
 def test_postgres_target_carries_the_drafted_knowledge_and_imports_into_it(pg_server, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from datapaths import SHARED_DATA
-from ehr_magic.data import sources
+from ehr_magic import sources
 from ehr_magic.magic.command import read_marker
 from test_magic import ipython_shell
 

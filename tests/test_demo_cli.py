@@ -19,7 +19,7 @@ import pytest
 from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
 from ehr_magic.cli import main
 from ehr_magic.cli.demo import lab_command, packaged_notebooks
-from ehr_magic.data.demo import demo_dir
+from ehr_magic.sources.demo import demo_dir
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,8 +19,9 @@ import pytest
 
 import ehr_magic
 from datapaths import SHARED_DATA
-from ehr_magic.data import knowledge as knowledge_files
-from ehr_magic.data import naming, sources
+from ehr_magic.knowledge import model as knowledge_files
+from ehr_magic.knowledge.drafting import naming
+from ehr_magic import sources
 
 EHRSQL = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
 MIMIC_III = SHARED_DATA / "mimic-iii-clinical-database-demo-1.4"

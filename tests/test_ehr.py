@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import ehr_magic
-from ehr_magic.data.clock import Clock, add_months
+from ehr_magic.db.clock import Clock, add_months
 from ehr_magic.errors import DatabaseError, EhrMagicError, ReadOnlyError
 
 

@@ -16,8 +16,10 @@ import pytest
 
 import ehr_magic
 from datapaths import EICU_DEMO, MIMIC_IV_DEMO
-from ehr_magic.data import knowledge
-from ehr_magic.data.sources import eicu, mimic_iv, sources
+from ehr_magic.knowledge import model as knowledge
+from ehr_magic.sources import sources
+from ehr_magic.sources import eicu
+from ehr_magic.sources import mimic_iv
 from ehr_magic.errors import DataSourceError, EhrMagicError
 
 DEMO_MISSING = ["lab", "nursecharting", "vitalperiodic"]

@@ -202,7 +202,7 @@ def test_missing_driver_names_the_extra(monkeypatch, pg_server: PostgresServer) 
 
 
 def test_time_limit_and_statement_timeout_stop_server_queries(pg, pg_server: PostgresServer) -> None:
-    from ehr_magic.agent.executor import Executor
+    from ehr_magic.runtime.executor import Executor
 
     run = Executor(pg, timeout=1.0).run("answer = ehr.sql('SELECT pg_sleep(20) AS s')")
     assert not run.ok and run.seconds < 8

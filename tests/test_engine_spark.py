@@ -190,7 +190,7 @@ def test_missing_extra_names_the_pip_command(monkeypatch, spark_server: SparkSer
 
 
 def test_time_limit_interrupts_a_spark_query(spark) -> None:
-    from ehr_magic.agent.executor import Executor
+    from ehr_magic.runtime.executor import Executor
 
     slow = ("SELECT count(*) AS n FROM range(0, 2000000000) a JOIN range(0, 2000000000) b "
             "ON a.id % 1000003 = b.id % 1000003")

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
-from ehr_magic.data.demo import demo_database, demo_dir
-from ehr_magic.data.sources import fetch, mimic_iv
+from ehr_magic.sources.demo import demo_database, demo_dir
+from ehr_magic.sources import fetch
+from ehr_magic.sources import mimic_iv
 from ehr_magic.errors import DataSourceError
 from test_magic import ipython_shell
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ehr_magic.cli import main
-from ehr_magic.data.demo import demo_dir
+from ehr_magic.sources.demo import demo_dir
 from test_magic import COUNT_CODE, fenced, ipython_shell
 
 UNREACHABLE = "http://127.0.0.1:9/"  # nothing listens on the discard port

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ehr_magic
-from ehr_magic.agent.executor import Executor
+from ehr_magic.runtime.executor import Executor
 from ehr_magic.safety import GuardReport, check_code, check_sql, ensure_read_only
 from ehr_magic.safety import sql as sqlcheck
 from ehr_magic.safety.sql import BlockedSQLError, looks_like_sql

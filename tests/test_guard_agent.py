@@ -22,7 +22,7 @@ import pytest
 
 import ehr_magic
 from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.data.build import building, write_metadata
+from ehr_magic.db.build import building, write_metadata
 from ehr_magic.llm import LLMClient, resolve_settings
 from fake_llm import messages_text
 from test_guard_snippets import BLOCKED, STOPPED

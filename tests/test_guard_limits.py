@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 import ehr_magic
-from ehr_magic.agent.executor import Executor
-from ehr_magic.data.ehr import _SAFE_CONFIG
+from ehr_magic.runtime.executor import Executor
+from ehr_magic.db.ehr import _SAFE_CONFIG
 from ehr_magic.safety import check_code
 from ehr_magic.safety.limits import (
     CappedText,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import ehr_magic
-from ehr_magic.agent.executor import Executor
+from ehr_magic.runtime.executor import Executor
 from ehr_magic.safety import check_code
 from test_guard_snippets import BLOCKED, ENGINE_BLOCKED
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.data import knowledge
-from ehr_magic.data.knowledge import Knowledge, TableInfo
+from ehr_magic.knowledge import model as knowledge
+from ehr_magic.knowledge.model import Knowledge, TableInfo
 from ehr_magic.errors import EhrMagicError
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

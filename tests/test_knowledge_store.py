@@ -10,8 +10,10 @@ from pathlib import Path
 import yaml
 
 import ehr_magic
-from ehr_magic.data import knowledge_store, sources
-from ehr_magic.data.knowledge_view import knowledge_view
+from ehr_magic.db import knowledge_io
+from ehr_magic.knowledge import store as knowledge_store
+from ehr_magic import sources
+from ehr_magic.knowledge.view import knowledge_view
 from test_csv_folder import SYNTHEA, synthea_db  # noqa: F401  (the fixture: the Synthea folder loaded once)
 
 MEANING = "One row per visit of a patient to a clinic or hospital."
@@ -22,13 +24,13 @@ def test_a_redraft_keeps_what_a_person_confirmed(synthea_db: Path, tmp_path: Pat
     db = tmp_path / "s.duckdb"
     shutil.copy(synthea_db, db)
     edit = tmp_path / "k.yaml"
-    knowledge_store.export_knowledge(db, edit)
+    knowledge_io.export_knowledge(db, edit)
     data = yaml.safe_load(edit.read_text())
     data["tables"]["encounters"].update(row=MEANING, joins=[JOIN])
     data["tables"]["patients"]["confirmed"] = ["lookup"]  # confirmed as drafted, unchanged
     data["clock"] = "encounters.start"
     edit.write_text(yaml.safe_dump(data, sort_keys=False))
-    knowledge_store.import_knowledge(db, edit)
+    knowledge_io.import_knowledge(db, edit)
     with ehr_magic.connect(db) as ehr:
         assert ehr.now == dt.datetime(2024, 2, 2, 20, 27, 14)  # the latest encounters.start
         assert ehr.knowledge.tables["encounters"].confirmed == ("meaning", "joins")

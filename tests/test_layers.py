@@ -19,9 +19,11 @@ PACKAGE = Path(ehr_magic.__file__).parent
 # Bottom up. A module may import its own package, any package of a lower layer, and another
 # package of its own layer, except where a layer is marked independent (front ends).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "paths", "version", "migrations"),
+    ("errors", "paths", "version", "migrations", "text"),
     ("llm", "safety", "engines", "memory"),
-    ("data",),
+    ("linking", "knowledge"),
+    ("db", "runtime"),
+    ("sources",),
     ("agent",),
     ("reuse", "skills"),
     ("session",),

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.agent.executor import Executor, base_namespace
-from ehr_magic.data import connect
+from ehr_magic.runtime.executor import Executor, base_namespace
+from ehr_magic.db import connect
 from ehr_magic.safety import regex
 from ehr_magic.safety.guard import check_code
 

@@ -12,7 +12,8 @@ import pytest
 
 import ehr_magic
 from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, MIMIC_IV_DEMO
-from ehr_magic.data.sources import ehrsql, mimic_iv
+from ehr_magic.sources import ehrsql
+from ehr_magic.sources import mimic_iv
 from ehr_magic.errors import DataSourceError
 
 # Row counts of the official MIMIC-IV demo 2.2 files (chartevents: the reconstruction, same count).

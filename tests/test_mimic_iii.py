@@ -17,8 +17,9 @@ import pytest
 
 import ehr_magic
 from datapaths import EICU_DEMO, MIMIC_III_DEMO
-from ehr_magic.data import knowledge
-from ehr_magic.data.sources import mimic_iii, sources
+from ehr_magic.knowledge import model as knowledge
+from ehr_magic.sources import sources
+from ehr_magic.sources import mimic_iii
 from ehr_magic.errors import DataSourceError
 
 

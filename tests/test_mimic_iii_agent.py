@@ -16,7 +16,7 @@ import pytest
 
 import ehr_magic
 from ehr_magic import skills
-from ehr_magic.agent.executor import Executor, base_namespace
+from ehr_magic.runtime.executor import Executor, base_namespace
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.magic.command import read_marker
 from ehr_magic.memory import MemoryStore

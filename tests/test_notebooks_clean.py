@@ -143,7 +143,7 @@ def test_the_eicu_notebook_on_another_database_stops_with_one_sentence(tmp_path:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    from ehr_magic.data.demo import synthetic_database
+    from ehr_magic.sources.demo import synthetic_database
 
     monkeypatch.setenv("EHR_MAGIC_DB", str(synthetic_database()))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 import ehr_magic
-from ehr_magic.agent.executor import ErrorInfo
+from ehr_magic.runtime.executor import ErrorInfo
 from ehr_magic.agent.hints import ValueHint
-from ehr_magic.data.build import building, write_metadata
+from ehr_magic.db.build import building, write_metadata
 from ehr_magic.errors import ConfigError
 from ehr_magic.safety.privacy import (
     check_level,

@@ -22,7 +22,7 @@ import pytest
 
 import ehr_magic
 from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.data.build import building, write_metadata
+from ehr_magic.db.build import building, write_metadata
 from ehr_magic.llm import AuditLog, LLMClient, resolve_settings
 from ehr_magic.safety.audit_check import IdentifierScanner, request_text
 from ehr_magic.safety.privacy import default_level

@@ -97,7 +97,7 @@ def test_a_whole_stored_value_of_several_words_outranks_words_scattered_over_lon
 
 def test_a_value_counts_by_how_much_of_it_the_question_says() -> None:
     from ehr_magic.agent.table_choice import _ValueColumn
-    from ehr_magic.data.lookup import Vocabulary
+    from ehr_magic.linking.lookup import Vocabulary
 
     column = _ValueColumn(Vocabulary.build(["Other endoscopy of small intestine", "Other", "Troponin T", "PTT",
                                             "Insertion of IV line into small vein", "Potassium, whole blood"]))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.data import connect
+from ehr_magic.db import connect
 from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context
 from ehr_magic.reuse.literals import code_literals, replace_literals
 from ehr_magic.reuse.match import ReuseIndex

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from datapaths import EHRSQL_DIR
-from ehr_magic.data import connect
+from ehr_magic.db import connect
 from ehr_magic.eval.answerers import gold_examples
 from ehr_magic.eval.datasets import load_split
 from ehr_magic.eval.sqlite_dialect import translator_for

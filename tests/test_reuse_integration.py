@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ehr_magic.session import Session
-from ehr_magic.data import connect
+from ehr_magic.db import connect
 from ehr_magic.errors import ConfigError
 from ehr_magic.memory import MemoryStore
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.data import connect
+from ehr_magic.db import connect
 from ehr_magic.memory import MemoryStore
 from ehr_magic.reuse import Reuser
 
@@ -122,7 +122,7 @@ def test_unconfirmed_cells_are_not_reused(ehr, store, reuser) -> None:
 def tiny_ehr(tmp_path: Path):
     """A three-table EHR built here, with no knowledge file: everything reuse knows about
     its columns comes from the remembered cell's code."""
-    from ehr_magic.data.build import building, write_metadata
+    from ehr_magic.db.build import building, write_metadata
 
     path = tmp_path / "tiny.duckdb"
     with building(path) as con:

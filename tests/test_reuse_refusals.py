@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.data import connect
+from ehr_magic.db import connect
 from ehr_magic.reuse import Reuser
 from ehr_magic.reuse.lexicon import contradicts, count_target, operator_role_moved
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ehr_magic.data import connect
-from ehr_magic.data.clock import Clock
+from ehr_magic.db import connect
+from ehr_magic.db.clock import Clock
 from ehr_magic.reuse.timeexpr import find_times
 from ehr_magic.reuse.values import ValueDetector
 

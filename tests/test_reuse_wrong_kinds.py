@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ehr_magic.data import connect
+from ehr_magic.db import connect
 from ehr_magic.reuse import Reuser
 from ehr_magic.reuse.attributes import AttributeWords
 from ehr_magic.reuse.assign import question_words

@@ -18,11 +18,9 @@ import polars as pl
 import pytest
 
 import ehr_magic
-from ehr_magic.agent.executor import Executor, is_empty_answer
+from ehr_magic.runtime.executor import Executor, is_empty_answer
 from ehr_magic.memory.fewshot import SeedExamples, seed_examples
-from ehr_magic.data.lookup import normalise
-
-# schema -> the conftest fixture that builds its database (once per session)
+from ehr_magic.text import normalise
 DATABASES = {"ehrsql_mimic_iv": "ehrsql_db", "mimic_iv": "mimic_demo_db", "mimic_iii": "mimic_iii_demo_db",
              "eicu": "eicu_demo_db"}
 # How many seeds each file holds (the MIMIC-IV ones came first and cover the most).
@@ -404,7 +402,7 @@ def _empty_result_failure(error) -> bool:
 
 @pytest.fixture(scope="session")
 def synthetic_ehr(tmp_path_factory: pytest.TempPathFactory):
-    from ehr_magic.data.sources import synthetic
+    from ehr_magic.sources import synthetic
 
     out = tmp_path_factory.mktemp("synthetic") / "synthetic.duckdb"
     synthetic.generate(out, patients=200, seed=0)

@@ -103,7 +103,7 @@ def test_conversation_context_names_the_variables_it_describes() -> None:
 
 
 def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, ehrsql_db, tmp_path) -> None:
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.memory import MemoryStore
     from ehr_magic.session import Session
 
@@ -141,7 +141,7 @@ def test_every_ehrsql_question_asked_first_reaches_the_agent(fake_llm, ehrsql_db
     import json
 
     from datapaths import EHRSQL_DIR
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.llm import LLMClient, resolve_settings
     from ehr_magic.session import Session
 
@@ -166,7 +166,7 @@ def test_every_ehrsql_question_asked_first_reaches_the_agent(fake_llm, ehrsql_db
 
 
 def test_a_same_day_question_asked_first_is_answered(fake_llm, ehrsql_db) -> None:
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.session import Session
 
     fake_llm.enqueue("```python\nanswer = ehr.sql('SELECT count(DISTINCT subject_id) FROM prescriptions').item()\n```")

@@ -96,7 +96,7 @@ def test_namespace_for_generated_code(tiny):
 
 
 def test_generated_code_calls_skills_through_the_executor(tiny):
-    from ehr_magic.agent.executor import Executor, base_namespace
+    from ehr_magic.runtime.executor import Executor, base_namespace
 
     names = base_namespace(tiny)
     names.update(skills.namespace(tiny))

@@ -207,7 +207,7 @@ def test_every_skill_runs_on_ehrsql_or_names_what_is_missing(ehrsql_db):
 
 
 def test_skills_on_synthetic_data(tmp_path):
-    synthetic = pytest.importorskip("ehr_magic.data.sources.synthetic")
+    synthetic = pytest.importorskip("ehr_magic.sources.synthetic")
     out = tmp_path / "synthetic.duckdb"
     synthetic.generate(out, patients=120, seed=7)
     with ehr_magic.connect(out) as ehr:

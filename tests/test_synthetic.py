@@ -14,7 +14,7 @@ import duckdb
 import pytest
 from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
 
-from ehr_magic.data.sources import synthetic
+from ehr_magic.sources import synthetic
 from ehr_magic.errors import DataSourceError
 
 NOW = dt.datetime(2180, 1, 1)

@@ -13,7 +13,7 @@ from datapaths import EHRSQL_SQLITE
 from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.context import system_prompt
 from ehr_magic.agent.table_choice import TablePicker, identifier_words
-from ehr_magic.data import sources
+from ehr_magic import sources
 from ehr_magic.eval import renamed
 from ehr_magic.llm.window import ContextWindow
 from ehr_magic.magic.command import read_marker

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from ehr_magic.data.lookup import Vocabulary, normalise
+from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.text import normalise
 
 
 def built_one_value_at_a_time(values: list[str]) -> Vocabulary:

@@ -1,6 +1,6 @@
 """The agent: question -> knowledge -> code -> execution -> rubber-duck debugging."""
 
-from ehr_magic.agent.executor import Execution, Executor
+from ehr_magic.runtime.executor import Execution, Executor
 from ehr_magic.memory.fewshot import Example, ExampleSource, SeedExamples
 from ehr_magic.agent.loop import Agent, AgentSettings, Event
 from ehr_magic.agent.steps import ActionStep, AgentResult

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
-from ehr_magic.agent.executor import ErrorInfo
+from ehr_magic.runtime.executor import ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
@@ -28,7 +28,7 @@ def system_prompt(ehr: Any, *, full_index: bool = True, columns: bool = True) ->
 @lru_cache(maxsize=16)
 def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, columns: bool,
                        stored_knowledge: str | None) -> str:
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
 
     # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it, and on
     # the knowledge stored there, so a reconnect after ``data knowledge --import`` sees the new text.

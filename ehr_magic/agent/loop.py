@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
-from ehr_magic.agent.executor import ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, reads_data
+from ehr_magic.runtime.executor import ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, reads_data
 from ehr_magic.agent.hints import value_hints
 from ehr_magic.agent.metadata import about_schema, metadata_only
 from ehr_magic.agent.replies import Reply, parse_reply

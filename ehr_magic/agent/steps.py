@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ehr_magic.agent.executor import ErrorInfo
+from ehr_magic.runtime.executor import ErrorInfo
 
 Status = Literal["answered", "clarify", "abstained", "failed", "generated"]
 

@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 from rapidfuzz import fuzz
 
-from ehr_magic.data.clinical_vocabulary import clinical_vocabulary
-from ehr_magic.data.lookup import Vocabulary, normalise
+from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.text import normalise
 from ehr_magic.memory.similarity import default_tokens
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]

@@ -45,8 +45,8 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
 def open_database(args: argparse.Namespace) -> Any:
     """The database ``--db`` names, else the magic's default (EHR_MAGIC_DB, else the
     demo database); which one is said on stderr, so that --json output stays clean."""
-    from ehr_magic.data import connect
-    from ehr_magic.data.demo import default_target, resolve_database
+    from ehr_magic.db import connect
+    from ehr_magic.sources.demo import default_target, resolve_database
 
     target = args.db or default_target()
     path, what = resolve_database(target, say=lambda line: print(line, file=sys.stderr))

@@ -61,7 +61,7 @@ def run_audit(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None
     ehr = None
     if args.db:
-        from ehr_magic.data import connect
+        from ehr_magic.db import connect
 
         ehr = connect(args.db)
     try:

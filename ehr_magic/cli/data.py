@@ -7,8 +7,9 @@ import json
 import sys
 
 from ehr_magic.cli.progress import progress_bar
-from ehr_magic.data import connect, sources
-from ehr_magic.data.sources import fetch
+from ehr_magic.db import connect
+from ehr_magic import sources
+from ehr_magic.sources import fetch
 from ehr_magic.engines import output, redact
 
 
@@ -74,7 +75,7 @@ def _positive_int(text: str) -> int:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from ehr_magic.data.sources import synthetic
+    from ehr_magic.sources import synthetic
 
     with progress_bar("generating", quiet=args.quiet) as progress, output(args.out, progress) as out:
         counts = synthetic.generate(out, patients=args.patients, seed=args.seed, progress=progress)
@@ -127,20 +128,20 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_knowledge(args: argparse.Namespace) -> int:
-    from ehr_magic.data import knowledge_store
+    from ehr_magic.db import knowledge_io
 
     if args.export:
-        knowledge = knowledge_store.export_knowledge(args.file, args.export)
+        knowledge = knowledge_io.export_knowledge(args.file, args.export)
         print(f"Wrote {args.export}: knowledge of schema {knowledge.schema}, {len(knowledge.tables)} tables. "
               f"Edit it, then: ehr-magic data knowledge {redact(args.file)} --import {args.export}")
         return 0
     if args.import_file:
-        knowledge = knowledge_store.import_knowledge(args.file, args.import_file)
+        knowledge = knowledge_io.import_knowledge(args.file, args.import_file)
         print(f"Imported {args.import_file} into {redact(args.file)}: schema {knowledge.schema}, "
               f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it once they "
               "connect again (%ehr connect).")
         return 0
-    from ehr_magic.data.knowledge_view import knowledge_view
+    from ehr_magic.knowledge.view import knowledge_view
 
     with connect(args.file) as ehr:
         knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge

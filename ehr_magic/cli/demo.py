@@ -16,8 +16,8 @@ import threading
 from pathlib import Path
 
 from ehr_magic.cli.progress import progress_bar, stderr
-from ehr_magic.data import connect
-from ehr_magic.data.demo import demo_database
+from ehr_magic.db import connect
+from ehr_magic.sources.demo import demo_database
 from ehr_magic.errors import EhrMagicError
 
 QUICKSTART = "quickstart.ipynb"

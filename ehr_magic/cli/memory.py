@@ -259,7 +259,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from ehr_magic.data import connect
+    from ehr_magic.db import connect
     from ehr_magic.reuse import Reuser
 
     def calibrate(store: MemoryStore) -> int:

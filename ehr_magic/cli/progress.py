@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ehr_magic.data.sources.csvdir import Progress as ProgressCallback
+from ehr_magic.sources.loading import Progress as ProgressCallback
 
 stderr = Console(stderr=True)
 

@@ -1,6 +1,6 @@
 """The engine interface: where the data of an ``EHR`` lives and how SQL reaches it.
 
-An engine is one small module with one class. ``EHR`` (``ehr_magic.data.ehr``) talks
+An engine is one small module with one class. ``EHR`` (``ehr_magic.db.ehr``) talks
 to every engine through this interface only; it speaks DuckDB SQL and transpiles it
 with sqlglot to ``engine.dialect`` (except on DuckDB itself, where SQL runs as written).
 
@@ -70,7 +70,7 @@ Progress = Callable[[str, int, int], None]
 # URL scheme -> "module:Class". Anything else is a DuckDB file path (FILE_ENGINE).
 FILE_ENGINE = "ehr_magic.engines.duckdb_engine:DuckDBEngine"
 # Tables every engine keeps beside the data: metadata (key, value) and the knowledge that
-# travels with it (schema, yaml). Written by ehr_magic.data.build; read by every engine.
+# travels with it (schema, yaml). Written by ehr_magic.db.build; read by every engine.
 META_TABLE = "_ehr_meta"
 KNOWLEDGE_TABLE = "_ehr_knowledge"
 ENGINES: dict[str, str] = {

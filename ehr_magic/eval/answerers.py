@@ -38,7 +38,7 @@ from ehr_magic.eval.datasets import Item, Split
 from ehr_magic.eval.sqlite_dialect import SQLiteTranslator, translator_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ehr_magic.data import EHR
+    from ehr_magic.db import EHR
 
 Status = Literal["answered", "abstained", "clarify", "failed"]
 STATUSES: tuple[str, ...] = ("answered", "abstained", "clarify", "failed")

@@ -146,7 +146,7 @@ def naming(style: str, columns_by_table: dict[str, list[str]]) -> Naming:
         unmapped = [c for c in names if c not in own and c not in shared]
         if unmapped:
             raise DataSourceError(f"Style {style!r} has no name for {table}.{', '.join(unmapped)}.")
-    from ehr_magic.data.sources.csv_folder import table_name
+    from ehr_magic.sources.folder import table_name
 
     return Naming(style, tables, {old: table_name(new) for old, new in tables.items()}, columns)
 

@@ -189,7 +189,7 @@ class Evaluation:
         answerer: Answerer | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
-        from ehr_magic.data import connect
+        from ehr_magic.db import connect
         from ehr_magic.engines import is_url, redact
         from ehr_magic.eval.report import ResultsStore
 

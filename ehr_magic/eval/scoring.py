@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ehr_magic.data.answers import (  # noqa: F401  (the normal form answers are compared in)
+from ehr_magic.runtime.answers import (  # noqa: F401  (the normal form answers are compared in)
     ROUND_DIGITS,
     ROW_LIMIT,
     Rows,

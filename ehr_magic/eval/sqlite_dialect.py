@@ -41,7 +41,7 @@ from ehr_magic.errors import EhrMagicError
 if TYPE_CHECKING:  # pragma: no cover
     import polars as pl
 
-    from ehr_magic.data import EHR
+    from ehr_magic.db import EHR
 
 Schema = Mapping[str, Mapping[str, str]]  # table -> column -> DuckDB type
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from IPython.display import display
 
-from ehr_magic.data.knowledge_view import KnowledgeView, TableView
+from ehr_magic.knowledge.view import KnowledgeView, TableView
 from ehr_magic.magic.command import CommandError
 
 USAGE = "Usage: %ehr knowledge [TABLE] | edit [PATH] | import FILE"

@@ -17,7 +17,7 @@ from traitlets import Bool, Enum, Float, Integer, Unicode
 from traitlets.config import Configurable
 
 from ehr_magic.agent import AgentSettings, Event
-from ehr_magic.data.demo import default_target
+from ehr_magic.sources.demo import default_target
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.magic import command, render
 from ehr_magic.magic.command import CommandError

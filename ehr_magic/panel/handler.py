@@ -273,7 +273,7 @@ class PanelHandler:
                 "message": edited.message("press Import in the Data tab.")}
 
     def _knowledge_import(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic.data.knowledge_store import KnowledgeRefused
+        from ehr_magic.knowledge.store import KnowledgeRefused
 
         path = p.text_param(request.params, "path", required=False, max_len=p.MAX_PATH)
         session = self._ready()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 
-from ehr_magic.data.lookup import normalise
+from ehr_magic.text import normalise
 from ehr_magic.reuse.template import Template, value_context
 from ehr_magic.reuse.values import Detected, Token, Value
 

@@ -139,8 +139,8 @@ def observe(ehr: Any, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, t
             progress: Callable[[int, int], None] | None = None) -> list[Observation]:
     """Cross-validated reuse answers over ``cells``, each judged against its own code's answer."""
     from ehr_magic import skills
-    from ehr_magic.agent.executor import Executor, base_namespace
-    from ehr_magic.data.answers import normalize_answer, same_answer
+    from ehr_magic.runtime.executor import Executor, base_namespace
+    from ehr_magic.runtime.answers import normalize_answer, same_answer
     from ehr_magic.reuse.reuser import Reuser
 
     groups = _folds(ehr, cells, folds, seed)

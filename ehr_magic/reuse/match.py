@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
-from ehr_magic.data.lookup import normalise
+from ehr_magic.text import normalise
 from ehr_magic.reuse.assign import (
     assignments,
     features,

@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from ehr_magic import skills
-from ehr_magic.agent.executor import Executor, base_namespace, is_empty_answer
+from ehr_magic.runtime.executor import Executor, base_namespace, is_empty_answer
 from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context, unfound_values
 from ehr_magic.reuse.calibrate import Calibration, calibrate, load_calibration, save_calibration
 from ehr_magic.reuse.lexicon import operator_role_moved

@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ehr_magic.data.lookup import normalise
+from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import operators, stem
 from ehr_magic.reuse.literals import Literal, code_literals
 from ehr_magic.reuse.values import Token, Value, ValueDetector, vocab_type

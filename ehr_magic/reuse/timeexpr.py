@@ -19,7 +19,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass, replace
 
-from ehr_magic.data.clock import Clock, add_months
+from ehr_magic.db.clock import Clock, add_months
 
 UNITS = ("year", "month", "week", "day", "hour", "minute")
 _UNIT = r"(year|month|week|day|hour|minute)s?"

@@ -31,9 +31,9 @@ from typing import Any, Literal
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS, ConversationContext
-from ehr_magic.agent.executor import Executor, code_namespace, is_empty_answer
+from ehr_magic.runtime.executor import Executor, code_namespace, is_empty_answer
 from ehr_magic.agent.steps import AgentResult
-from ehr_magic.data.lookup import normalise
+from ehr_magic.text import normalise
 from ehr_magic.errors import ConfigError
 from ehr_magic.safety import privacy
 from ehr_magic.safety.privacy import preview
@@ -110,8 +110,8 @@ class Session:
         """Connect to ``demo``, ``synthetic``, a database file or a server URL; returns one line
         saying what is connected. ``say`` shows what the demo had to do on the way (a download,
         a fallback). A new database starts a new conversation."""
-        from ehr_magic.data import connect as open_database
-        from ehr_magic.data.demo import resolve_database
+        from ehr_magic.db import connect as open_database
+        from ehr_magic.sources.demo import resolve_database
 
         path, what = resolve_database(target, patients=patients, progress=progress, say=say)
         ehr = open_database(path)  # a file path or a server URL; ~ is expanded
@@ -370,15 +370,15 @@ class Session:
 
     def knowledge_view(self):
         """What the model is told about the tables and the clock, each statement marked
-        drafted or confirmed (``ehr_magic.data.knowledge_view.KnowledgeView``)."""
-        from ehr_magic.data.knowledge_view import knowledge_view
+        drafted or confirmed (``ehr_magic.knowledge.view.KnowledgeView``)."""
+        from ehr_magic.knowledge.view import knowledge_view
 
         return knowledge_view(self.ehr)
 
     def edit_knowledge(self, path: str | None = None, folder: str = "."):
         """Write the knowledge to a file to edit (default ``<schema>.knowledge.yaml`` in
         ``folder``); an existing file with other text is kept (``EditFile.written``)."""
-        from ehr_magic.data import knowledge_store
+        from ehr_magic.knowledge import store as knowledge_store
 
         return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
 
@@ -386,7 +386,8 @@ class Session:
         """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against the database, store it, and reconnect so
         the next question uses it; returns one sentence saying what changed. Raises
         ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
-        from ehr_magic.data import connect, knowledge_store
+        from ehr_magic.db import connect
+        from ehr_magic.knowledge import store as knowledge_store
 
         prepared = knowledge_store.prepare_import(self.ehr, path or knowledge_store.default_edit_path(self.ehr))
         target = self.ehr.path

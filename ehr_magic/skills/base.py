@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from ehr_magic.data.clock import parse_time
+from ehr_magic.text import parse_time
 from ehr_magic.errors import sentences
 from ehr_magic.skills.errors import SkillError
 from ehr_magic.skills.items import Concept, SchemaItems, schema_items

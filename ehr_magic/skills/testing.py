@@ -169,8 +169,8 @@ def build(path: str | os.PathLike[str], data: dict[str, list[dict[str, Any]]], *
     Every table of the schema is created (empty when ``data`` has no rows for it) unless
     ``tables`` names the only ones to create.
     """
-    from ehr_magic.data import connect
-    from ehr_magic.data.build import building, write_metadata
+    from ehr_magic.db import connect
+    from ehr_magic.db.build import building, write_metadata
 
     layout = MIMIC_IV_TABLES if schema == "mimic_iv" else EHRSQL_TABLES
     data = merge(dictionary_rows(), data)

@@ -387,7 +387,7 @@ def _callable(skill: UserSkill, path: str | os.PathLike[str] | None = None,
         if unknown:
             raise SkillError(f"{skill.name} has no parameter(s) {sorted(unknown)}; its parameters: "
                              f"{', '.join(skill.params) or 'none'}.")
-        from ehr_magic.agent.executor import Executor, base_namespace
+        from ehr_magic.runtime.executor import Executor, base_namespace
         from ehr_magic.skills import namespace
 
         names = base_namespace(ehr)

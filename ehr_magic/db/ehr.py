@@ -1,0 +1,366 @@
+"""The ``EHR`` object: one connected, read-only EHR database with its schema,
+descriptions and clock. Everything else in ehr_magic reaches data through it.
+
+The data lives in an engine (``ehr_magic.engines``): a DuckDB file (embedded, the
+default), a PostgreSQL database or a Spark Connect server. ``EHR`` speaks DuckDB SQL
+on all of them: on other engines each query is transpiled with sqlglot first, and an
+engine's error comes back in its own words with the SQL it ran. Every engine is opened
+read-only (see each engine module for how).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from rapidfuzz import process
+
+from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.db.clock import Clock, Unit
+from ehr_magic.text import parse_time
+from ehr_magic.linking.found import Found
+from ehr_magic.linking.lookup import Vocabulary, VocabularyCache
+from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
+from ehr_magic.db.offsets import minutes as _minutes
+from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
+from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
+from ehr_magic.errors import EhrMagicError
+from ehr_magic.safety import limits, privacy
+from ehr_magic.safety import sql as sqlcheck
+
+
+def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None, **options: Any) -> EHR:
+    """Open an EHR database for analysis (read-only). ``now`` overrides its clock.
+
+    ``target`` is a DuckDB file path, ``postgresql://user@host:port/dbname[?search_path=a,b]``
+    or ``sc://host:port`` (Spark Connect); ``options`` go to the engine.
+    """
+    return EHR(target, now=now, **options)
+
+
+class EHR:
+    """A connected EHR database: ``sql``, ``table``, ``lookup``, ``describe`` and the clock."""
+
+    def __init__(self, target: str | os.PathLike[str], *, now: str | dt.datetime | None = None,
+                 **options: Any) -> None:
+        # Private, so the code guard keeps generated code off the engine's raw connection.
+        self._engine: Engine = open_engine(target, **options)
+        self.engine_name: str = self._engine.name
+        # ``path`` reopens the same database (``connect(ehr.path)``); ``location`` is for display.
+        self.path: Path | str = str(target) if is_url(target) else Path(self._engine.location)
+        self.location: str = self._engine.location
+        self._frames: dict[str, pl.DataFrame] = {}
+        try:
+            self.meta: dict[str, str] = self._engine.read_meta()
+            self.schema: str = self.meta.get("schema") or self._recognised_schema()
+            default_name = Path(self._engine.location).stem if not self._engine.remote else self._engine.location
+            self.dataset: str = self.meta.get("dataset", default_name)
+            # "calendar": real (shifted) dates and a dataset clock; "offset": minutes from each stay's start.
+            self.time_model: str = self.meta.get("time_model") or "calendar"
+            if self.time_model not in ("calendar", "offset"):
+                raise EhrMagicError(f"{self.dataset} declares an unknown time model {self.time_model!r}; rebuild it "
+                                    "with this version of ehr-magic (ehr-magic data load).")
+            self.clock: Clock | None = None
+            self.offsets: OffsetTime | None = None
+            if self.time_model == "offset":
+                if now is not None:
+                    raise EhrMagicError(f"{self.dataset} has no dates (times are offsets in minutes), so it has no "
+                                        "clock to set; connect without now=.")
+                self.offsets = OffsetTime(OffsetStays.from_meta(self.meta.get("offset_stays")))
+            else:
+                anchor = now if now is not None else self.meta.get("now")
+                self.clock = Clock(parse_time(anchor) if anchor else self._latest_time())
+        except BaseException:
+            self._engine.close()
+            raise
+        self._vocabularies = VocabularyCache(self._distinct_values)
+        self._lookup_columns: list[tuple[str, str]] | None = None
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Run a read-only SQL query (DuckDB dialect) and return a polars DataFrame."""
+        sqlcheck.check_generated(query)  # model-written code: the SQL as it runs must be a read
+        return self._run(query, params)
+
+    def table(self, name: str) -> pl.LazyFrame:
+        """A whole table as a polars LazyFrame (read once, then cached in memory).
+
+        For very large tables, filter in SQL with ``ehr.sql`` instead. On a remote engine
+        (PostgreSQL, Spark) a table of more rows than the row cap is refused.
+        """
+        name = self._check_table(name)
+        frame = self._frames.get(name)
+        if frame is None:
+            if self._engine.remote:
+                self._refuse_big_table(name)
+            frame = self._run(f'SELECT * FROM "{name}"', what=f"ehr.table({name!r})")
+            self._frames[name] = frame
+        return frame.lazy()
+
+    def tables(self) -> list[str]:
+        """Names of the data tables, sorted."""
+        return list(self._table_columns)
+
+    def columns(self, table: str) -> dict[str, str]:
+        """Column name -> DuckDB type of one table."""
+        return dict(self._table_columns[self._check_table(table)])
+
+    def count(self, table: str) -> int:
+        """Number of rows of ``table``."""
+        return int(self._run(f'SELECT count(*) AS n FROM "{self._check_table(table)}"').item())
+
+    def describe(self, table: str, examples: int = 3) -> pl.DataFrame:
+        """Columns of ``table`` with type, description and a few example values."""
+        table = self._check_table(table)
+        info = self.knowledge.tables.get(table) if self.knowledge else None
+        rows = []
+        for column, dtype in self._table_columns[table].items():
+            values = self._run(
+                f'SELECT DISTINCT "{column}" FROM (SELECT "{column}" FROM "{table}" '
+                f'WHERE "{column}" IS NOT NULL LIMIT 1000) AS sample LIMIT {int(examples)}'
+            ).rows()
+            rows.append(
+                {
+                    "column": column,
+                    "type": dtype,
+                    "description": info.columns.get(column, "") if info else "",
+                    "examples": ", ".join(str(v[0]) for v in values),
+                }
+            )
+        return pl.DataFrame(rows, schema={"column": pl.String, "type": pl.String,
+                                          "description": pl.String, "examples": pl.String})
+
+    def lookup(self, table: str, column: str, text: str, k: int = 5, *, scores: bool = False) -> list:
+        """The ``k`` stored values of ``table.column`` closest to ``text``, best first.
+
+        Tolerates case, spacing, punctuation, partial matches and word order, e.g.
+        ``lookup('d_labitems', 'label', 'RDW')`` finds ``'rdw'``, and knows clinical
+        abbreviations, brand names and synonyms: 'Hb' finds 'hemoglobin', 'Lasix'
+        'furosemide', 'COPD' 'chronic obstructive pulmonary disease'. With ``scores=True``
+        returns ``(value, score)`` pairs (score 0-100).
+        """
+        table = self._check_table(table)
+        if column not in self._table_columns[table]:
+            raise EhrMagicError(
+                f"Table {table} has no column {column!r}; its columns are: {', '.join(self._table_columns[table])}."
+            )
+        matches = self._vocabularies.get(table, column).match(text, k, clinical_vocabulary().alternatives(text))
+        return matches if scores else [value for value, _ in matches]
+
+    def find(self, text: str, k: int = 10, *, min_score: float = 80.0) -> Found:
+        """Where ``text`` is stored and how it is spelled there: the ``k`` closest values
+        of every lookup column (the dictionary columns: names of labs, drugs, diagnoses,
+        procedures, units), as a table of ``table, column, value, score``, best first.
+
+        ``ehr.find('Hb')`` shows ``d_labitems.label = 'hemoglobin'``; pass the table and
+        column it names to ``ehr.lookup`` or use the value in a query. Patient-level
+        columns are never searched.
+        """
+        alternatives = clinical_vocabulary().alternatives(text)
+        rows = []
+        for table, column in self.lookup_columns():
+            for value, score in self._vocabularies.get(table, column).match(text, k, alternatives, exhaustive=False):
+                if score >= min_score:
+                    rows.append((table, column, value, score))
+        rows.sort(key=lambda row: (-row[3], len(row[2]), row[0], row[1], row[2]))
+        frame = pl.DataFrame(rows[:k], schema=Found.SCHEMA, orient="row")
+        return Found(frame, query=text, searched=len(self.lookup_columns()))
+
+    def lookup_columns(self) -> list[tuple[str, str]]:
+        """The ``(table, column)`` text columns worth a value lookup: the knowledge's
+        vocabulary columns (packaged, drafted or imported), else the text columns of
+        dictionary tables; only those that privacy counts as vocabulary, never patient data."""
+        if self._lookup_columns is None:
+            candidates = self.knowledge.vocabulary_columns() if self.knowledge else privacy.dictionary_columns(self)
+            self._lookup_columns = [(t, c) for t, c in candidates
+                                    if t in self._table_columns
+                                    and self._table_columns[t].get(c, "").startswith("VARCHAR")]
+        return list(self._lookup_columns)
+
+    def vocabulary(self, table: str, column: str) -> Vocabulary:
+        """The indexed distinct values of ``table.column`` (read once, then cached)."""
+        return self._vocabularies.get(self._check_table(table), column)
+
+    def interrupt(self) -> None:
+        """Stop every query running on this database (used by the executor's time limit)."""
+        self._engine.interrupt()
+
+    def close(self) -> None:
+        self._engine.close()
+
+    def __enter__(self) -> EHR:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        clock = f"now={self.clock.now:%Y-%m-%d %H:%M:%S}" if self.clock else "time=offset"
+        return f"<EHR {self.dataset} schema={self.schema} {clock} tables={len(self.tables())}>"
+
+    # -- clock -----------------------------------------------------------------------------
+
+    @property
+    def now(self) -> dt.datetime:
+        """The dataset's current time: the anchor of 'today', 'last year', 'N days ago'."""
+        return self._calendar().now
+
+    def ago(self, **amount: float) -> dt.datetime:
+        """``now`` minus an amount: ``ehr.ago(months=1)``, ``ehr.ago(years=1, days=2)``."""
+        return self._calendar().ago(**amount)  # type: ignore[arg-type]
+
+    def start_of(self, unit: Unit, offset: int = 0) -> dt.datetime:
+        """Start of this year/month/week/day (``offset=-1``: the previous one)."""
+        return self._calendar().start_of(unit, offset)
+
+    def period(self, unit: Unit, offset: int = 0) -> tuple[dt.datetime, dt.datetime]:
+        """``[start, end)`` of a calendar period: ``ehr.period('year', -1)`` is last year."""
+        return self._calendar().period(unit, offset)
+
+    # -- offset time (time_model "offset", e.g. eICU; see ehr_magic/db/offsets.py) -----------
+
+    @staticmethod
+    def minutes(*, days: float = 0, hours: float = 0, minutes: float = 0) -> int:
+        """A duration in whole minutes, the unit of offsets: ``ehr.minutes(hours=24)`` is 1440."""
+        return _minutes(days=days, hours=hours, minutes=minutes)
+
+    def in_first(self, column: str, *, days: float = 0, hours: float = 0, minutes: float = 0) -> str:
+        """SQL condition for "in the first 24 hours of the ICU stay": ``ehr.in_first('observationoffset',
+        hours=24)`` is ``(observationoffset >= 0 AND observationoffset < 1440)``."""
+        return self._offset_time("in_first").in_first(column, days=days, hours=hours, minutes=minutes)
+
+    def during_stay(self, column: str, stay: StayKind = "icu", *, patient: str = "p") -> str:
+        """SQL condition for "during the ICU stay" (``'icu'``) or "during the hospital stay"
+        (``'hospital'``); the stay table (eICU: patient) is joined as ``patient`` (default ``p``)."""
+        return self._offset_time("during_stay").during_stay(column, stay, patient=patient)
+
+    def chronological(self, column: str, *, patient: str = "p", latest_first: bool = False) -> str:
+        """ORDER BY list putting a patient's events of all stays in time order (``latest_first``
+        for "the last measurement"); the stay table is joined as ``patient`` (default ``p``)."""
+        return self._offset_time("chronological").chronological(column, patient=patient, latest_first=latest_first)
+
+    def _calendar(self) -> Clock:
+        if self.clock is None:
+            raise EhrMagicError(NO_CLOCK)
+        return self.clock
+
+    def _offset_time(self, helper: str) -> OffsetTime:
+        if self.offsets is None:
+            raise EhrMagicError(f"ehr.{helper} is for databases whose times are offsets (such as eICU); "
+                                f"{self.dataset} has calendar dates, so use ehr.now, ehr.ago, ehr.start_of or "
+                                "ehr.period.")
+        return self.offsets
+
+    # -- knowledge -------------------------------------------------------------------------
+
+    @cached_property
+    def knowledge(self):  # -> Knowledge | None
+        """Human descriptions of this schema's tables and columns (None if none ship),
+        restricted to the tables this database has (the others are listed as ``absent``).
+
+        Knowledge stored in the database (drafted by ``data load csv`` or imported with
+        ``data knowledge --import``) comes before the packaged file of the schema.
+        """
+        from ehr_magic.knowledge import model as knowledge
+
+        try:
+            stored = self.stored_knowledge
+            if stored is not None:
+                found = knowledge.parse(stored, source=f"{self.location} (stored knowledge)",
+                                        expected_schema=self.schema)
+            else:
+                found = knowledge.load(self.schema)
+            return found.restricted_to(self.tables())
+        except EhrMagicError:
+            return None
+
+    @cached_property
+    def stored_knowledge(self) -> str | None:
+        """The knowledge file text stored in the database for its schema, if any."""
+        return self._engine.read_knowledge().get(self.schema)
+
+    def info(self) -> dict[str, Any]:
+        """What the database is: schema, dataset, clock and row counts."""
+        return {
+            "path": self.location,
+            "engine": self._engine.name,
+            "schema": self.schema,
+            "dataset": self.dataset,
+            "source": self.meta.get("source", ""),
+            "now": self.clock.now.strftime("%Y-%m-%d %H:%M:%S") if self.clock else "",
+            "time_model": self.time_model,
+            "tables": {name: self.count(name) for name in self.tables()},
+        }
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _run(self, query: str, params: list[Any] | dict[str, Any] | None = None, *,
+             what: str = "the query") -> pl.DataFrame:
+        """DuckDB SQL on the engine: as written on DuckDB, transpiled elsewhere."""
+        if self._engine.dialect == "duckdb":
+            return self._engine.query(query, params, what=what)
+        translated, positional = to_dialect(query, self._engine.dialect, params, schema=self._table_columns)
+        return self._engine.query(translated, positional, what=what)
+
+    @cached_property
+    def _table_columns(self) -> dict[str, dict[str, str]]:
+        return self._engine.table_columns()
+
+    def _check_table(self, name: str) -> str:
+        if name in self._table_columns:
+            return name
+        lowered = str(name).lower()
+        if lowered in self._table_columns:
+            return lowered
+        close = process.extractOne(lowered, list(self._table_columns))
+        hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
+        raise EhrMagicError(f"No table {name!r} in {self.dataset}.{hint} See ehr.tables().")
+
+    def _recognised_schema(self) -> str:
+        """For a database not built by ehr-magic (no ``_ehr_meta``), e.g. a mimic-code build of
+        MIMIC-IV in PostgreSQL: the schema whose described columns are (nearly) all here."""
+        from ehr_magic.knowledge import model as knowledge
+
+        here = {(table, column) for table, columns in self._table_columns.items() for column in columns}
+        best, best_score = "unknown", 0.8  # at least 80% of the described columns
+        for schema in knowledge.available():
+            try:
+                tables = knowledge.load(schema).tables
+            except EhrMagicError:
+                continue
+            described = {(table, column) for table, info in tables.items() for column in info.columns}
+            score = len(described & here) / len(described) if described else 0.0
+            if score >= best_score:
+                best, best_score = schema, score
+        return best
+
+    def _refuse_big_table(self, name: str) -> None:
+        cap = limits.current_row_cap() or limits.DEFAULT_MAX_ROWS
+        rows = self.count(name)
+        if rows > cap:
+            raise limits.ResultTooLargeError(
+                f"ehr.table({name!r}) would pull {rows:,} rows from {self._engine.name}, more than the {cap:,} it "
+                f"fetches from a remote engine; filter in SQL instead, e.g. ehr.sql('SELECT ... FROM {name} "
+                "WHERE ...').")
+
+    def _latest_time(self) -> dt.datetime:
+        latest: dt.datetime | None = None
+        for table, columns in self._table_columns.items():
+            stamps = [column for column, dtype in columns.items() if dtype.startswith("TIMESTAMP")]
+            if not stamps:
+                continue
+            row = self._run("SELECT " + ", ".join(f'max("{c}") AS "{c}"' for c in stamps) + f' FROM "{table}"').row(0)
+            for value in row:
+                if value is not None and (latest is None or value > latest):
+                    latest = value
+        return parse_time(latest) if latest else dt.datetime(2000, 1, 1)
+
+    def _distinct_values(self, table: str, column: str) -> list[str]:
+        frame = self._run(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" WHERE "{column}" IS NOT NULL')
+        # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
+        return sorted(frame.to_series().to_list())

@@ -1,0 +1,48 @@
+"""Knowledge to and from a database named by its path or URL: open it, then use the store.
+
+The store (``ehr_magic.knowledge.store``) works on an open handle; these are the two steps
+together, for front ends that hold only a path, and for a reload that keeps what an analyst
+confirmed in the file it replaces.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ehr_magic.db.ehr import connect
+from ehr_magic.engines import is_url
+from ehr_magic.errors import EhrMagicError
+from ehr_magic.knowledge import model as knowledge_files
+from ehr_magic.knowledge.model import Knowledge
+from ehr_magic.knowledge.store import knowledge_of, prepare_import, store, write_text_atomic
+
+
+def export_knowledge(target: str | os.PathLike[str], out: str | os.PathLike[str]) -> Knowledge:
+    """Write the knowledge of ``target`` to the file ``out`` (replaced whole, never half written)."""
+    with connect(target) as ehr:
+        knowledge = knowledge_of(ehr)
+    write_text_atomic(Path(out).expanduser(), knowledge.to_yaml())
+    return knowledge
+
+
+def import_knowledge(target: str | os.PathLike[str], source: str | os.PathLike[str]) -> Knowledge:
+    """Check the knowledge file ``source`` against ``target`` and store it there."""
+    with connect(target) as ehr:
+        prepared = prepare_import(ehr, source)
+    store(target, prepared)
+    return prepared.knowledge
+
+
+def stored_at(out: str | os.PathLike[str], schema: str) -> Knowledge | None:
+    """The knowledge stored in the database file ``out`` for ``schema``, if there is one
+    (what a re-load of the same folder keeps the confirmed statements of)."""
+    if is_url(out) or not Path(out).expanduser().is_file():
+        return None
+    try:
+        with connect(out) as ehr:
+            if ehr.schema != schema or ehr.stored_knowledge is None:
+                return None
+            return knowledge_files.parse(ehr.stored_knowledge, source=str(out), expected_schema=schema)
+    except EhrMagicError:
+        return None  # an unreadable old file is replaced whole, as before

@@ -1,0 +1,234 @@
+"""Knowledge drafted from the data: a first description of a folder nobody has described.
+
+After ``ehr-magic data load csv`` has put each file in a table, this profiles the tables
+with DuckDB SQL (``profiling``), finds keys and joins from the values (``joins``), drafts
+what tables and columns mean from their names and values (``meaning``) and writes a
+``Knowledge`` the model and the analyst can read:
+
+- columns with their type, role (key, row number, reference, code), emptiness, ranges
+  and, for short text value lists, the values themselves;
+- one line per table: what a row is, its main columns and where they point;
+- joins as inclusion dependencies checked on values, names only ranking them;
+- dictionaries and lookup columns (names and descriptions of codes, repeated terms);
+- the dataset clock: the latest event time, not pushed into the future by planned ends.
+
+Values shown to the model are chosen with privacy in mind: only columns whose values
+repeat, never columns named like personal data (names, addresses, phone numbers...).
+Everything is marked as drafted so the analyst checks and improves it.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import gzip
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from ehr_magic.knowledge.drafting import meaning
+from ehr_magic.knowledge.drafting.joins import Join, find_joins
+from ehr_magic.knowledge.model import Knowledge, TableInfo
+from ehr_magic.knowledge.drafting.profiling import Table, profile, quote, settle_row_numbers
+
+__all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all", "quote"]
+
+FUTURE_SLACK = dt.timedelta(days=1)  # how far an end time may run past the latest event
+_END_WORDS = {"end", "stop", "until", "expiry", "expiration", "expires", "due", "to", "discharge", "dischtime"}
+
+
+@dataclass(frozen=True)
+class DatasetClock:
+    now: dt.datetime
+    source: str  # "table.column" holding the latest event
+    later: tuple[tuple[str, int, object], ...] = ()  # ("table.column", rows after now, latest value)
+
+
+# -- the clock ---------------------------------------------------------------------------------
+
+
+def _is_end(column: str) -> bool:
+    words = set(re.split(r"[^a-z0-9]+", column.lower()))
+    return bool(words & _END_WORDS) or column.lower().startswith(("end", "stop")) or column.lower().endswith(
+        ("end", "stop", "enddate", "stopdate", "todate"))
+
+
+def _as_datetime(value: object) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None)
+    assert isinstance(value, dt.date)
+    return dt.datetime(value.year, value.month, value.day)
+
+
+def dataset_clock(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> DatasetClock | None:
+    """The latest event time. End times (stop, end, due...) may move it at most a day later,
+    so planned ends and coverage periods running into the future do not make "now" absurd."""
+    events = [(t, c) for t in tables.values() for c in t.columns.values() if c.time and c.high is not None]
+    if not events:
+        return None
+    starts = [(t, c) for t, c in events if not _is_end(c.name)] or events
+    table, column = max(starts, key=lambda pair: _as_datetime(pair[1].high))
+    now, source = _as_datetime(column.high), f"{table.name}.{column.name}"
+    limit = now + FUTURE_SLACK
+    for t, c in events:
+        if _as_datetime(c.high) > now:
+            capped = con.execute(f"SELECT max({quote(c.name)}) FROM {quote(t.name)} WHERE {quote(c.name)} <= ?",
+                                 [limit]).fetchone()[0]
+            if capped is not None and _as_datetime(capped) > now:
+                now, source = _as_datetime(capped), f"{t.name}.{c.name}"
+    later = []
+    for t, c in events:
+        if _as_datetime(c.high) > now:
+            n = con.execute(f"SELECT count(*) FROM {quote(t.name)} WHERE {quote(c.name)} > ?", [now]).fetchone()[0]
+            later.append((f"{t.name}.{c.name}", int(n), c.high))
+    return DatasetClock(now, source, tuple(later))
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def original_names(path: Path) -> dict[str, str]:
+    """Lower-cased column name -> the header as written (``admitDateTime``), whose case
+    tells the words apart; empty when the header cannot be read."""
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            literal = str(path).replace("'", "''")
+            header = [row[0] for row in duckdb.execute(f"DESCRIBE SELECT * FROM read_parquet('{literal}')").fetchall()]
+        else:
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+                header = next(csv.reader(handle), [])
+    except (OSError, EOFError, duckdb.Error, csv.Error):
+        return {}
+    names: dict[str, str] = {}
+    for column in header:
+        # DuckDB keeps both of 'Id' and 'ID', the second as 'ID_1', lower-cased to 'id_1' on loading.
+        loaded, n = column.lower(), 0
+        while loaded in names:
+            n += 1
+            loaded = f"{column.lower()}_{n}"
+        names[loaded] = column
+    return names
+
+
+def _stem(path: Path) -> str:
+    return re.sub(r"(\.csv\.gz|\.csv|\.parquet)$", "", path.name, flags=re.IGNORECASE)
+
+
+def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> dict[str, Table]:
+    """Profiles of the loaded ``files`` (table -> file), row numbers settled across tables."""
+    tables = {name: profile(con, name, path.name, original_names(path), _stem(path)) for name, path in files.items()}
+    settle_row_numbers(con, tables)
+    return tables
+
+
+def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str, dataset: str,
+          now: dt.datetime | None = None, notes: tuple[str, ...] = ()) -> tuple[Knowledge, dt.datetime | None]:
+    """The drafted knowledge of the loaded ``files`` (table -> file), and the clock it found.
+
+    ``now`` (a clock the user gave) replaces the found one in the text; ``notes`` are
+    conventions the loader adds (e.g. how it converted time zones).
+    """
+    tables = profile_all(con, files)
+    joins = find_joins(con, tables)
+    clock = dataset_clock(con, tables)
+    by_table: dict[str, dict[str, Join]] = {}
+    referrers: dict[str, list[str]] = {}
+    for join in joins:
+        by_table.setdefault(join.table, {})[join.column] = join
+        if join.table not in referrers.setdefault(join.target, []):
+            referrers[join.target].append(join.table)
+    dictionaries = {t.name for t in tables.values() if meaning.is_dictionary(t, t.name in referrers)}
+    infos: dict[str, TableInfo] = {}
+    for table in tables.values():
+        vocabulary = meaning.lookup_columns(table, table.name in dictionaries)
+        own = by_table.get(table.name, {})
+        columns = {c.name: meaning.describe_column(table, c, own, c.name in vocabulary)
+                   for c in table.columns.values()}
+        row = meaning.table_line(table, own, dictionaries, tables, referrers.get(table.name, []))
+        infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
+                                      joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
+                                      key=table.key)
+    _note_renamed_columns(infos, tables)
+    anchor = now or (clock.now if clock else None)
+    knowledge = Knowledge(
+        schema=schema, version=1, title=f"{dataset} (a folder of tables, knowledge drafted from the data)",
+        introduction=_introduction(dataset, len(files), now, clock),
+        conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted",
+        drafted=True, clock=meaning.show(anchor) if anchor else None)
+    return knowledge, anchor
+
+
+def _note_renamed_columns(infos: dict[str, TableInfo], tables: dict[str, Table]) -> None:
+    """Say where a column's name is not the file's: two headers equal but for case ('Id', 'ID')."""
+    for table in tables.values():
+        for column in table.columns.values():
+            written = column.original
+            if written and written.lower() != column.name:
+                text = infos[table.name].columns[column.name]
+                infos[table.name].columns[column.name] = (
+                    f"{text} The file's column {written!r}, renamed: another header differs from it only in case.")
+
+
+def _type_clashes(tables: dict[str, Table]) -> tuple[str, ...]:
+    """A convention per key name that some files hold as numbers and others as text: such
+    columns cannot be compared as they are, so no join was drafted between them."""
+    keys = {name for table in tables.values() for name in table.unique}
+    lines = []
+    for name in sorted(keys):
+        kinds: dict[str, list[str]] = {}
+        for table in tables.values():
+            column = table.columns.get(name)
+            if column is not None and column.non_null and (column.text or column.number):
+                kinds.setdefault("text" if column.text else "numbers", []).append(table.name)
+        if len(kinds) > 1:
+            held = " but ".join(f"{kind} in {', '.join(names[:4])}" for kind, names in sorted(kinds.items()))
+            lines.append(f"Column {name} holds {held}: cast one side (e.g. CAST({name} AS VARCHAR)) before "
+                         "comparing or joining them.")
+    return tuple(lines[:10])
+
+
+def _identity(table: Table, dictionary: bool) -> str:
+    """What identifies a row, and whether the table is a dictionary."""
+    if table.rows < 2:
+        return f"Only {table.rows} row, so no key is drafted and nothing joins to it."
+    if table.key and table.key != table.row_number:
+        text = f"Each row has its own {table.key}."
+    elif table.composite:
+        text = f"Each row has its own {table.composite[0]} and {table.composite[1]} together."
+    elif table.key:
+        text = f"Each row has its own {table.key} (a row number, which joins nothing)."
+    else:
+        text = "No single column identifies a row."
+    return text + (" A dictionary: look up names and descriptions here." if dictionary else "")
+
+
+def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: DatasetClock | None) -> str:
+    lines = [(f"Tables loaded from the {files} files of folder {dataset}, one table per file. This description was "
+              "drafted from the data by ehr-magic, not written by a person: check and improve it with %ehr knowledge "
+              "in a notebook or ehr-magic data knowledge in a shell.")]
+    if given is not None:
+        lines.append(f"The dataset clock (ehr.now) was set to {meaning.show(given)} when loading.")
+    elif clock is None:
+        lines.append("No column holds dates or times, so the dataset clock (ehr.now) is a placeholder.")
+    else:
+        lines.append(f"The dataset clock (ehr.now) is {meaning.show(clock.now)}, the latest event time in the data "
+                     f"({clock.source}); relative phrases such as 'last year' count back from it.")
+        if clock.later:
+            listed = ", ".join(f"{name} ({n:,} rows, up to {meaning.show(last)})" for name, n, last in clock.later[:4])
+            lines.append(f"Some end or planned times lie after it: {listed}.")
+    return "\n".join(lines) + "\n"
+
+
+def _conventions(joins: list[Join]) -> tuple[str, ...]:
+    rules = [("Column types were inferred by DuckDB from the whole file; ranges, value lists and empty shares are "
+              "measured on the data as loaded.")]
+    if joins:
+        rules.append("Joins were inferred from the values (each column's values occur in the key it refers to), "
+                     "names only ranking the candidates; row numbers join nothing. Check a join before relying on it.")
+    rules.append("Text is compared as stored: match case-insensitively (ILIKE) unless the exact spelling is known, and "
+                 "find stored terms of the lookup columns with ehr.lookup(table, column, text).")
+    return tuple(rules)

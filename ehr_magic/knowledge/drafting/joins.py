@@ -1,0 +1,273 @@
+"""Joins found as inclusion dependencies: the values of a column lie inside a key of another table.
+
+Every unique column (and two-column key, such as a code with its version) of every table
+is a candidate target; every id-, code- or text-typed column elsewhere is a candidate
+source. The values of each source are sketched by a bottom-k sample of their hashes (the
+same values are picked whatever the table's order, as in MinHash) and looked up in a
+temporary table of the keys' hashes, so one query tests a column against all keys at once.
+
+Names only rank and vouch for candidates: a column named like the key or its table
+(``subject_id`` -> ``patients.subject_id``, ``patient`` -> ``patients.id``) joins when
+most of its values are found; integers named only in part (``claimtypeid`` -> a claim's
+``chargeid``) also need chance ruled out. Without a name, the values must all be found, and be such
+that chance cannot explain it: long identifiers or codes, or integers where numbers
+evenly spread over the column's range are rarely keys (small integers 1..20 are found in
+any 1..n key). Among the keys that hold a column's values, the one that holds the others
+(the patients table, not a one-row-per-patient score table) wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from ehr_magic.knowledge.drafting import naming
+from ehr_magic.knowledge.drafting.profiling import OPAQUE, ROW_NUMBERS, Column, Table, quote, sampled
+
+NAMED_SHARE = 0.9  # share of a named column's values found in the key
+VALUE_SHARE = 0.98  # the same for a column joined on its values alone
+CHANCE_SHARE = 0.05  # most evenly spread integers that may be keys for values alone to count
+SAME_NAME = 2.0  # the name score of a column named exactly like the key
+SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
+BIG_TABLE = 2_000_000  # rows of a column's table past which its values are read from a sample
+BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
+
+
+@dataclass(frozen=True)
+class Join:
+    table: str
+    column: str
+    target: str
+    key: str
+    share: float
+    by_name: bool
+    also: tuple[tuple[str, str], ...] = ()  # further (column, key) pairs of a two-column key
+
+    def text(self) -> str:
+        pairs = [(self.column, self.key), *self.also]
+        condition = " AND ".join(f"{self.table}.{c} = {self.target}.{k}" for c, k in pairs)
+        return f"{self.target} ON {condition}"
+
+
+@dataclass(frozen=True)
+class _Key:
+    kid: int
+    table: Table
+    columns: tuple[str, ...]
+
+    @property
+    def column(self) -> Column:
+        return self.table.columns[self.columns[0]]
+
+
+def name_score(source: Table, column: Column, key: _Key) -> float:
+    """How much the names say ``column`` refers to ``key``: the same name, words shared with the
+    key or its table (``patientKey`` -> ``Patients``), and a little for related table names."""
+    target = key.column
+    said = naming.meaningful(column.original or column.name)
+    key_words = naming.meaningful(target.original or target.name)
+    table_words = naming.meaningful(key.table.original or key.table.name)
+    # The key's own name, or it after a role (spec_itemid, supervising_provider_id -> provider_id).
+    same = column.name == target.name or (column.name.endswith(target.name) and len(target.name) >= 4)
+    score = SAME_NAME if same and key_words else 0.0
+    score += len(said & (key_words | table_words))
+    if score:
+        score += 0.5 * len(naming.meaningful(source.original or source.name) & table_words)
+    return score
+
+
+def _sourceable(table: Table, column: Column) -> bool:
+    return (column.non_null > 0 and (column.text or column.integer) and column.name != table.row_number
+            and column.name not in ROW_NUMBERS and not (column.text and column.spaced > 0.5)
+            and not (column.personal and not column.identifier_like))
+
+
+def _compatible(column: Column, target: Column) -> bool:
+    if column.text != target.text or column.integer != target.integer:
+        return False
+    if column.integer and None not in (column.low, column.high, target.low, target.high):
+        return column.low <= target.high and column.high >= target.low
+    return True
+
+
+def _by_values_possible(column: Column, target: Column) -> bool:
+    """Whether values alone could show the join (no name vouches for it)."""
+    if column.distinct < 3:
+        return False
+    if column.text:
+        shaped = target.identifier_like or (target.codes >= 0.99 and target.spaced < 0.01)
+        return shaped and target.distinct >= 10 and column.spaced < 0.01
+    return True
+
+
+def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list[Join]:
+    """Likely joins of every table to the keys of the others (see the module docstring)."""
+    keys = [_Key(0, t, (name,)) for t in tables.values() for name in t.unique]
+    keys += [_Key(0, t, t.composite) for t in tables.values() if t.composite]
+    keys = [_Key(i, k.table, k.columns) for i, k in enumerate(keys)]
+    single = [k for k in keys if len(k.columns) == 1]
+    plans: dict[tuple[str, str], list[tuple[_Key, float]]] = {}
+    for table in tables.values():
+        for column in table.columns.values():
+            if not _sourceable(table, column):
+                continue
+            plan = []
+            for key in single:
+                target = key.column
+                if key.table is table or not _compatible(column, target) or column.distinct > 1.2 * target.distinct + 5:
+                    continue
+                named = name_score(table, column, key)
+                if named or (_by_values_possible(column, target) and key.table.rows <= BIG_KEY):
+                    plan.append((key, named))
+            if plan:
+                plans[(table.name, column.name)] = plan
+    used = {key.kid for plan in plans.values() for key, _ in plan}
+    if not used:
+        return _composite_joins(con, tables, keys)
+    try:
+        _store_keys(con, [k for k in single if k.kid in used])
+        return _value_joins(con, tables, plans) + _composite_joins(con, tables, keys)
+    finally:
+        con.execute("DROP TABLE IF EXISTS _draft_keys")
+
+
+def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
+                 plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> list[Join]:
+    """The best accepted key of each planned column (see the module docstring)."""
+    shares: dict[tuple[str, str, int], float] = {}
+    chance: dict[tuple[str, str, int], float] = {}
+    for (table_name, column_name), plan in plans.items():
+        table, column = tables[table_name], tables[table_name].columns[column_name]
+        found = _shares(con, table, column, [k for k, _ in plan])
+        for key, share in found.items():
+            shares[(table_name, column_name, key)] = share
+        # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n).
+        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE]
+        if column.integer and unsure:
+            for kid, share in _chance(con, column, unsure).items():
+                chance[(table_name, column_name, kid)] = share
+    joins = []
+    for (table_name, column_name), plan in plans.items():
+        table, column = tables[table_name], tables[table_name].columns[column_name]
+        accepted = []
+        for key, named in plan:
+            share = shares.get((table_name, column_name, key.kid), 0.0)
+            by_chance = chance.get((table_name, column_name, key.kid), 0.0) >= CHANCE_SHARE
+            by_values = not named and share >= VALUE_SHARE and not by_chance
+            if (named and share >= NAMED_SHARE and not by_chance) or by_values:
+                if _direction_holds(table, column, key, named):
+                    accepted.append((key, named, share))
+        if any(named for _, named, _ in accepted):
+            accepted = [a for a in accepted if a[1]]  # a name that vouches beats values alone
+        accepted = _outermost(accepted, shares)
+        if accepted:
+            key, named, share = max(accepted, key=lambda a: (round(a[2], 2), a[1], a[0].column.distinct))
+            joins.append(Join(table_name, column_name, key.table.name, key.columns[0], share, named > 0))
+    return joins
+
+
+def _direction_holds(table: Table, column: Column, key: _Key, named: float) -> bool:
+    """A key refers to another key only if that one holds more (a one-row-per-stay score table
+    refers to the stays), or the names say which side is the source."""
+    if column.name not in table.unique:
+        return True
+    if column.name == table.key and not named:
+        return False  # a table's own key joins others only where the names say so
+    if key.column.distinct > column.distinct:
+        return True
+    own = naming.meaningful(table.original or table.name) & naming.meaningful(column.original or column.name)
+    return named > 0 and not own
+
+
+def _outermost(accepted: list[tuple[_Key, float, float]],
+               shares: dict[tuple[str, str, int], float]) -> list[tuple[_Key, float, float]]:
+    """Drop a key whose own values lie inside another accepted key: the outer one is the entity."""
+    kept = []
+    for key, named, share in accepted:
+        inner = any(other is not key and other.column.distinct > key.column.distinct
+                    and shares.get((key.table.name, key.columns[0], other.kid), 0.0) >= NAMED_SHARE
+                    for other, _, _ in accepted)
+        if not inner:
+            kept.append((key, named, share))
+    return kept
+
+
+def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
+    parts = [f"SELECT {k.kid} AS kid, hash({quote(k.columns[0])}::VARCHAR) AS h FROM {quote(k.table.name)}"
+             for k in keys]
+    # Sorted by key, so a lookup in one key's values skips the others' row groups.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _draft_keys AS {' UNION ALL '.join(parts)} ORDER BY kid, h")
+
+
+def _sample(table: Table, column: Column, expression: str) -> str:
+    """Distinct hashes of a column's values, the SKETCH smallest (a bottom-k sketch)."""
+    c = quote(column.name)
+    source = sampled(table.name, table.rows, BIG_TABLE)
+    where = f"{c} IS NOT NULL"
+    if column.text and 0 < column.opaque < 0.99 and column.opaque >= 0.1:
+        # Placeholders such as '0' for "none" are left out: only identifier-like values count.
+        where += f" AND regexp_full_match({c}::VARCHAR, '{OPAQUE}')"
+    return (f"SELECT h FROM (SELECT DISTINCT hash({expression}) AS h FROM {source} WHERE {where}) "
+            f"ORDER BY h LIMIT {SKETCH}")
+
+
+def _shares(con: duckdb.DuckDBPyConnection, table: Table, column: Column, keys: list[_Key]) -> dict[int, float]:
+    sample = _sample(table, column, f"{quote(column.name)}::VARCHAR")
+    ids = ", ".join(str(k.kid) for k in keys)
+    rows = con.execute(
+        f"WITH s AS ({sample}) SELECT k.kid, count(*), (SELECT count(*) FROM s) FROM s JOIN _draft_keys k "
+        f"ON s.h = k.h WHERE k.kid IN ({ids}) GROUP BY k.kid").fetchall()
+    return {kid: found / total for kid, found, total in rows if total}
+
+
+def _chance(con: duckdb.DuckDBPyConnection, column: Column, keys: list[_Key]) -> dict[int, float]:
+    """Share of integers spread evenly over the column's range that are values of each key."""
+    low, high = int(column.low), int(column.high)
+    ids = ", ".join(str(k.kid) for k in keys)
+    rows = con.execute(
+        f"WITH s AS (SELECT DISTINCT hash(({low} + (i * ({high} - {low})) // 1999)::BIGINT::VARCHAR) AS h "
+        f"FROM range(2000) t(i)) SELECT k.kid, count(*), (SELECT count(*) FROM s) FROM s JOIN _draft_keys k "
+        f"ON s.h = k.h WHERE k.kid IN ({ids}) GROUP BY k.kid").fetchall()
+    return {kid: found / total for kid, found, total in rows if total}
+
+
+def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], keys: list[_Key]) -> list[Join]:
+    """Joins to two-column keys: a code named like the key's code and a qualifier whose few
+    values are the key's qualifier values, together found in the key."""
+    joins = []
+    for key in (k for k in keys if len(k.columns) == 2):
+        code, qualifier = (key.table.columns[c] for c in key.columns)
+        allowed = _values(con, key.table.name, qualifier.name)
+        pairs = f"hash({quote(code.name)}::VARCHAR, {quote(qualifier.name)}::VARCHAR)"
+        for table in tables.values():
+            if table is key.table:
+                continue
+            codes = [c for c in table.columns.values() if _sourceable(table, c) and _compatible(c, code)
+                     and name_score(table, c, _Key(key.kid, key.table, (code.name,)))]
+            qualifiers = [c for c in table.columns.values() if (c.text or c.integer)
+                          and c.non_null and c.distinct <= 50 and c.text == qualifier.text
+                          and (c.name == qualifier.name or set(_values(con, table.name, c.name)) <= allowed)]
+            best = None
+            for first in codes:
+                for second in qualifiers:
+                    if second is first:
+                        continue
+                    expression = f"{quote(first.name)}::VARCHAR, {quote(second.name)}::VARCHAR"
+                    sample = _sample(table, first, expression)
+                    found, total = con.execute(
+                        f"WITH s AS ({sample}) SELECT count(k.h), count(*) FROM s LEFT JOIN "
+                        f"(SELECT DISTINCT {pairs} AS h FROM {quote(key.table.name)}) k ON s.h = k.h").fetchone()
+                    share = found / total if total else 0.0
+                    if share >= NAMED_SHARE and (best is None or share > best.share):
+                        best = Join(table.name, first.name, key.table.name, code.name, share, True,
+                                    also=((second.name, qualifier.name),))
+            if best:
+                joins.append(best)
+    return joins
+
+
+def _values(con: duckdb.DuckDBPyConnection, table: str, column: str) -> set[str]:
+    rows = con.execute(f"SELECT DISTINCT {quote(column)}::VARCHAR FROM {quote(table)} "
+                       f"WHERE {quote(column)} IS NOT NULL LIMIT 51").fetchall()
+    return {row[0] for row in rows}

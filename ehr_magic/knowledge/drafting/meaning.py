@@ -1,0 +1,177 @@
+"""What tables and columns mean, drafted from their names, values and joins with general rules.
+
+- A dictionary is a table with a key (a code, an item id) that other tables refer to, or
+  few columns, and a name, label or description that varies from code to code. Its text
+  columns are lookup columns however many distinct values they have.
+- Repeated text in other tables (drug names, test names, specimen types, units) gives
+  lookup columns too; identifiers, free text and personal data never do.
+- Code columns are described as codes, never as numbers written as text.
+- One line per table says what a row is and how it joins: ``One row per lab event:
+  patient, admission, item (-> lab items), chart time, value, unit``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from ehr_magic.knowledge.drafting import naming
+from ehr_magic.knowledge.drafting.joins import Join
+from ehr_magic.knowledge.drafting.profiling import VOCABULARY_MAX, Column, Table
+
+SHOWN_VALUES = 8  # values written into a column's description
+REPEATED_VOCABULARY_MAX = 20_000  # distinct terms of a strongly repeated column still worth a lookup
+LINE_PARTS = 10  # columns named in a table's line
+_DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dictionary even if nothing refers to it
+
+
+# What an id stands for, from the words of its table and name: general record-keeping words.
+_ROLES = (({"patient", "person", "subject", "member", "client", "resident"}, "a patient id"),
+          ({"admission", "encounter", "visit", "hospitalization", "episode"}, "a visit id"),
+          ({"stay"}, "a stay id"))
+_UNIT_WORDS = {"unit", "units", "uom"}
+
+
+def _role(*names: str) -> str:
+    said = {naming.singular(w) for name in names for w in naming.words(name)}
+    return next((role for words, role in _ROLES if said & words), "")
+
+
+def _label(column: Column) -> bool:
+    """Text that names things: letters, not an identifier, not personal, not a long note."""
+    return (column.text and column.non_null > 0 and not column.personal and not column.identifier_like
+            and column.letters >= 0.5 and column.avg_length <= 200)
+
+
+def is_dictionary(table: Table, referenced: bool) -> bool:
+    """A table mapping a code to a name or description (see the module docstring)."""
+    keyed = bool(table.unique) or table.composite is not None
+    if not keyed or table.rows < 2:
+        return False
+    columns = [c for c in table.columns.values() if c.name != table.row_number]
+    if any(c.time for c in columns):
+        return False  # events happen at a time; dictionary entries do not
+    varied = [c for c in columns if _label(c) and c.distinct >= 0.3 * table.rows and c.name not in table.unique]
+    textual = [c for c in columns if c.text or c.name in table.unique]
+    mostly_text = len(textual) * 2 >= len(columns)
+    return bool(varied) and mostly_text and (referenced or len(columns) <= _DICTIONARY_COLUMNS)
+
+
+def lookup_columns(table: Table, dictionary: bool) -> list[str]:
+    """Columns whose stored values are worth looking up (see the module docstring)."""
+    found = []
+    for column in table.columns.values():
+        if not _label(column) or column.distinct < 2:
+            continue
+        if dictionary and column.name not in table.unique and not column.code_like:
+            found.append(column.name)
+            continue
+        repeats = column.distinct * 2 <= column.non_null
+        limit = REPEATED_VOCABULARY_MAX if column.distinct * 10 <= column.non_null else VOCABULARY_MAX
+        if repeats and column.distinct <= limit and column.avg_length <= 120 and not column.code_like:
+            found.append(column.name)
+    return found
+
+
+def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool) -> str:
+    """One line about a column: type, role, range or values, emptiness."""
+    if column.non_null == 0:
+        return f"{column.dtype}, always empty in this data."
+    parts = []
+    if column.name == table.key and column.name == table.row_number:
+        parts.append("the row number (unique, never empty; it joins nothing)")
+    elif column.name == table.key:
+        role = _role(table.original or table.name, column.original or column.name)
+        parts.append("the key (unique, never empty)" + (f"; {role}" if role else ""))
+    elif column.name == table.row_number:
+        parts.append("a row number (it joins nothing)")
+    if column.name in joins:
+        join = joins[column.name]
+        target = f"{join.target}.{join.key}"
+        role = _role(join.target, join.key)
+        parts.append(f"refers to {target}" + (f" ({role})" if role else ""))
+    if column.text and set(column.words) & _UNIT_WORDS and column.name not in joins:
+        parts.append("a unit of measure")
+    if column.name == table.key or column.name == table.row_number or column.name in joins:
+        if column.code_like and column.text:
+            parts.append("codes, compared as stored text")
+    elif column.values and column.distinct == 1:
+        parts.append(f"always {quote_text(column.values[0][0])}")
+    elif column.values and vocabulary:
+        shown = ", ".join(quote_text(v) for v, _ in column.values[:SHOWN_VALUES])
+        more = f" and {column.distinct - SHOWN_VALUES} more" if column.distinct > SHOWN_VALUES else ""
+        parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")
+    elif vocabulary:
+        parts.append(f"{count(column.distinct, 'distinct term')}, find them with ehr.lookup")
+    elif column.code_like:
+        parts.append(f"a code ({count(column.distinct, 'distinct code')}); compare codes as stored text")
+    elif column.low is not None and not column.personal:
+        same = column.low == column.high
+        parts.append(f"always {show(column.low)}" if same else f"{show(column.low)} to {show(column.high)}")
+    elif column.text and not column.personal:
+        parts.append(count(column.distinct, "distinct value"))
+    if column.text and not column.personal and not column.code_like and 0.2 <= column.numeric < 1:
+        parts.append(f"{percent(column.numeric, 1)} of values are numbers written as text (use TRY_CAST)")
+    empty = table.rows - column.non_null
+    if empty:
+        parts.append(f"empty in {percent(empty, table.rows)} of rows")
+    return f"{column.dtype}, " + "; ".join(parts) + "." if parts else f"{column.dtype}."
+
+
+def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tables: dict[str, Table],
+               referrers: list[str]) -> str:
+    """What one row is, its main columns and where they point; then size and file."""
+    parts = []
+    for column in table.columns.values():
+        if column.non_null == 0 or column.name == table.row_number or (
+                column.name == table.key and column.name not in joins):
+            continue
+        name = naming.phrase(column.original or column.name)
+        join = joins.get(column.name)
+        if join is not None:
+            target = tables[join.target]
+            pointed = naming.entity(target.original or target.name)
+            said = naming.meaningful(column.original or column.name)
+            shared = said & naming.meaningful(target.original or target.name)
+            if shared:  # patient_id -> patient_demographics: "patient"
+                pointed = " ".join(w for w in column.words if w not in naming.GENERIC)
+            if join.target in dictionaries:
+                about = " ".join(w for w in column.words if w not in naming.GENERIC) or pointed
+                name = f"{about} (-> {_title(target)})"
+            else:
+                name = pointed
+        if name not in parts:
+            parts.append(name)
+    shown = ", ".join(parts[:LINE_PARTS]) + (", ..." if len(parts) > LINE_PARTS else "")
+    what = naming.entity(table.original or table.name)
+    line = f"One row per {what}" + (f": {shown}." if shown else ".")
+    if referrers:
+        line += f" Referred to by {', '.join(referrers[:6])}{', ...' if len(referrers) > 6 else ''}."
+    return f"{line} {count(table.rows, 'row')} from {table.file}."
+
+
+def _title(table: Table) -> str:
+    """A table's name as words, without words that only mark it as a table (``d_``, ``dim``)."""
+    return " ".join(w for w in table.words if w not in naming.GENERIC) or table.name
+
+
+def show(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S") if value.time() != dt.time() else value.strftime("%Y-%m-%d")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def quote_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def percent(part: int | float, whole: int) -> str:
+    share = 100 * part / whole
+    return f"{share:.0f}%" if share >= 1 else "<1%"

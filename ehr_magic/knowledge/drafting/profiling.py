@@ -1,0 +1,273 @@
+"""Profiles of loaded tables: what each column holds, measured with DuckDB SQL.
+
+One scan per table gives counts, approximate distinct counts (HyperLogLog) and ranges;
+text shapes (letters, spaces, identifier-like tokens, numbers kept as text) are measured
+on a sample of big tables, so the cost stays bounded. Exact distinct counts are taken only
+where a decision rests on them: candidate keys and short value lists.
+
+Keys come from values. A unique, never-empty column is a candidate key; a row number
+(a dense 0..n-1 or 1..n sequence, or a column named like one) is the key only when no
+other candidate exists, and it is never a join target.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import duckdb
+
+from ehr_magic.knowledge.drafting import naming
+
+VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
+VOCABULARY_MAX = 5000  # distinct values of a repeated-term column worth a lookup
+SHAPE_SAMPLE = 200_000  # rows of a big table on which text shapes are measured
+_TEXT = ("VARCHAR",)
+_INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+_NUMBER = (*_INTEGER, "FLOAT", "DOUBLE", "REAL")
+# Personal data: never shown as values, never offered for lookup.
+_PERSONAL_PARTS = ("name", "ssn", "passport", "address", "phone", "email", "birthplace", "street", "license")
+_PERSONAL_WORDS = {"first", "last", "maiden", "drivers", "zip", "zipcode", "postcode", "postal", "city", "county",
+                   "lat", "lon", "latitude", "longitude", "mrn", "memberid", "fax", "ip"}
+# Row numbers by name: unique in every table and overlapping everywhere.
+ROW_NUMBERS = {"row_id", "rowid", "row_num", "row_number", "rownum", "index", "idx", "column0", "column00"}
+_CODE_WORDS = {"code", "icd", "snomed", "loinc", "rxnorm", "ndc", "cpt", "hcpcs", "drg"}
+_LABEL_PARTS = ("name", "label", "title", "desc", "text", "term", "display")
+OPAQUE = "[0-9A-Za-z._:-]{16,}"  # a long token without spaces: a UUID, an accession number...
+_NUMERIC = "[-+]?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?"
+_CODE_VALUE = "[0-9A-Za-z][0-9A-Za-z.|:_/-]{0,15}"  # short, no spaces: 'V4581', '401.9', 'icd9|4019'
+
+
+@dataclass
+class Column:
+    name: str
+    dtype: str
+    original: str = ""  # the name as the file wrote it (case kept), for reading its words
+    non_null: int = 0
+    distinct: int = 0  # approximate unless exact is set
+    exact: bool = False
+    low: object = None
+    high: object = None
+    avg_length: float = 0.0
+    letters: float = 0.0  # share of values with a letter
+    spaced: float = 0.0  # share of values with a space
+    opaque: float = 0.0  # share of values that look like identifiers (long, no spaces)
+    numeric: float = 0.0  # share of values that are numbers written as text
+    codes: float = 0.0  # share of values shaped like codes (short, no spaces)
+    values: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return naming.words(self.original or self.name)
+
+    @property
+    def text(self) -> bool:
+        return self.dtype.startswith(_TEXT)
+
+    @property
+    def time(self) -> bool:
+        return self.dtype == "DATE" or self.dtype.startswith("TIMESTAMP")
+
+    @property
+    def integer(self) -> bool:
+        return self.dtype in _INTEGER
+
+    @property
+    def number(self) -> bool:
+        return self.dtype.startswith(_NUMBER) or self.dtype.startswith("DECIMAL")
+
+    @property
+    def personal(self) -> bool:
+        words = set(re.split(r"[^a-z0-9]+", self.name.lower()))
+        if words & _PERSONAL_WORDS or any(part in self.name.lower() for part in _PERSONAL_PARTS):
+            # "drug name", "test name": names of things, not of people.
+            things = {w for w in self.words if naming.known(w)} - naming.PEOPLE - naming.GENERIC
+            return not (self.label_like and things)
+        return False
+
+    @property
+    def label_like(self) -> bool:
+        """Named like a name, label, title or description."""
+        return any(part in self.name.lower() for part in _LABEL_PARTS)
+
+    @property
+    def code_like(self) -> bool:
+        """Named like a code, or text holding short code-shaped values next to numbers
+        (ICD '4019', 'V4581'): codes, not numbers written as text."""
+        if set(self.words) & _CODE_WORDS or re.fullmatch(r"diagnosis\d*", self.name.lower()):
+            return True
+        # Some values carry a letter ('V4581'): dose ranges such as '1-2' carry none.
+        return (self.text and self.spaced < 0.01 and self.codes >= 0.99 and 0.2 <= self.numeric < 1
+                and self.letters >= 0.02)
+
+    @property
+    def identifier_like(self) -> bool:
+        return self.text and self.opaque >= 0.8 and self.avg_length >= 12
+
+
+@dataclass
+class Table:
+    name: str
+    file: str
+    rows: int
+    columns: dict[str, Column]
+    original: str = ""  # the file's name without suffix, case kept
+    key: str | None = None
+    row_number: str | None = None  # a dense 0..n-1 / 1..n column, or one named like a row number
+    unique: tuple[str, ...] = ()  # unique, never-empty columns that can be keys (no row numbers)
+    composite: tuple[str, str] | None = None  # a two-column key (code + version) when no single one exists
+    sequences: tuple[str, ...] = ()  # unique columns that look like row numbers (dense or so named)
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return naming.words(self.original or self.name)
+
+
+def quote(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sampled(table: str, rows: int, size: int) -> str:
+    """``table`` as a FROM source, or about ``size`` of its rows when it has more: whole
+    blocks of rows (system sampling), which reads only those blocks; a reservoir sample
+    would read the whole table, and slower than a plain scan."""
+    if rows <= size:
+        return quote(table)
+    share = max(100 * size / rows, 0.01)
+    return f"(SELECT * FROM {quote(table)} USING SAMPLE {share:.4f}% (system, 7))"
+
+
+def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dict[str, str] | None = None,
+            stem: str = "") -> Table:
+    """Counts, ranges, text shapes, value lists and candidate keys of ``table``."""
+    described = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+    columns = {name: Column(name, dtype, (original or {}).get(name, name)) for name, dtype in described}
+    parts = ["count(*)"]
+    for column in columns.values():
+        c = quote(column.name)
+        parts += [f"count({c})", f"approx_count_distinct({c})"]
+        if column.dtype in ("FLOAT", "DOUBLE", "REAL"):  # NaN is the largest float: leave it out
+            parts += [f"min({c}) FILTER (WHERE NOT isnan({c}))", f"max({c}) FILTER (WHERE NOT isnan({c}))"]
+        elif column.time or column.number:
+            parts += [f"min({c})", f"max({c})"]
+    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchone())
+    rows = int(stats.pop(0))
+    for column in columns.values():
+        column.non_null, column.distinct = int(stats.pop(0)), int(stats.pop(0) or 0)
+        if column.time or column.number:
+            column.low, column.high = stats.pop(0), stats.pop(0)
+    _text_shapes(con, table, rows, [c for c in columns.values() if c.text and c.non_null])
+    for column in columns.values():
+        # Exact counts where the decision depends on them: keys and value lists.
+        candidate_key = (column.text or column.integer) and column.distinct >= 0.9 * column.non_null
+        if column.non_null and (candidate_key or (column.text and column.distinct <= VOCABULARY_MAX * 1.1)):
+            query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(table)}"
+            column.distinct = int(con.execute(query).fetchone()[0])
+            column.exact = True
+        if column.text and not column.personal and column.opaque < 0.5 and 0 < column.distinct <= VALUE_LIST_MAX:
+            column.values = [(str(v), int(n)) for v, n in con.execute(
+                f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(table)} "
+                f"WHERE {quote(column.name)} IS NOT NULL "
+                f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {VALUE_LIST_MAX}").fetchall()]
+    result = Table(table, file, rows, columns, original=stem or table)
+    _keys(con, result)
+    return result
+
+
+def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: list[Column]) -> None:
+    if not text:
+        return
+    source = sampled(table, rows, SHAPE_SAMPLE)
+    parts = []
+    for column in text:
+        c = quote(column.name)
+        parts += [f"avg(length({c}))", f"avg(regexp_matches({c}, '[A-Za-z]')::INT)",
+                  f"avg(contains({c}, ' ')::INT)", f"avg(regexp_full_match({c}, '{OPAQUE}')::INT)",
+                  f"avg(regexp_full_match(trim({c}), '{_NUMERIC}')::INT)",
+                  f"avg(regexp_full_match({c}, '{_CODE_VALUE}')::INT)"]
+    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {source}").fetchone())
+    for column in text:
+        (column.avg_length, column.letters, column.spaced, column.opaque, column.numeric,
+         column.codes) = (float(stats.pop(0) or 0) for _ in range(6))
+
+
+def _dense(column: Column, rows: int) -> bool:
+    """A 0..n-1 or 1..n sequence: what a row number looks like whatever its name."""
+    return (column.integer and column.low in (0, 1) and column.high is not None
+            and int(column.high) - int(column.low) + 1 == rows)
+
+
+def _keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
+    """Candidate keys, the row number, a two-column key, and the one key shown as the table's."""
+    if table.rows < 2:
+        return  # one row makes every column unique: nothing tells a key apart
+    unique = [c for c in table.columns.values()
+              if c.exact and c.non_null == table.rows and c.distinct == table.rows
+              and (c.text or c.integer) and not (c.text and c.spaced > 0.5)]
+    row_numbers = [c for c in unique if c.name in ROW_NUMBERS or _dense(c, table.rows)]
+    others = [c for c in unique if c not in row_numbers]
+    if not others and len(row_numbers) > 1:
+        # Two dense sequences: the one named like a row number is the row number.
+        named = [c for c in row_numbers if c.name in ROW_NUMBERS]
+        if named and len(named) < len(row_numbers):
+            others = [c for c in row_numbers if c not in named]
+            row_numbers = named
+    table.sequences = tuple(c.name for c in row_numbers)
+    _settle(con, table, others)
+
+
+def _settle(con: duckdb.DuckDBPyConnection, table: Table, others: list[Column]) -> None:
+    table.row_number = table.sequences[0] if table.sequences else None
+    table.unique = tuple(c.name for c in others)
+    table.key = _preferred(table, others) or table.row_number
+    table.composite = None if others else _composite(con, table)
+
+
+def _preferred(table: Table, unique: list[Column]) -> str | None:
+    """The key a reader expects: named like the table's thing, else like an id, else any."""
+    if not unique:
+        return None
+    subject = naming.meaningful(table.original or table.name)
+
+    def rank(column: Column) -> tuple[int, int, int]:
+        words = set(column.words)
+        about = naming.meaningful(column.original or column.name)
+        named_id = bool(words & naming.GENERIC) or column.name == "id"
+        return (column.name == "id" or bool(about & subject and named_id), named_id, -len(column.name))
+
+    return max(unique, key=rank).name
+
+
+def _composite(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[str, str] | None:
+    """A code and a small qualifier (a version, a type) that are unique together, in a table of
+    things rather than events (no times): the key of a dictionary of versioned codes."""
+    if any(c.time for c in table.columns.values()):
+        return None
+    wide = [c for c in table.columns.values() if (c.text or c.integer) and c.non_null == table.rows
+            and c.distinct >= table.rows / 2 and c.name != table.row_number and not (c.text and c.spaced > 0.5)
+            and not c.identifier_like]
+    narrow = [c for c in table.columns.values() if (c.text or c.integer) and c.non_null == table.rows
+              and 2 <= c.distinct <= 50]
+    for first in wide:
+        for second in narrow:
+            pair = f"{quote(first.name)}, {quote(second.name)}"
+            n = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {pair} FROM {quote(table.name)})").fetchone()[0]
+            if n == table.rows:
+                return first.name, second.name
+    return None
+
+
+def settle_row_numbers(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> None:
+    """A dense sequence that other tables repeat under the same name is a natural key (a
+    department 1..n that visits refer to), not a row number: row numbers are unique in
+    every table that has them."""
+    repeated = {c.name for t in tables.values() for c in t.columns.values()
+                if c.non_null and (not c.exact or c.distinct < c.non_null)}
+    for table in tables.values():
+        natural = [name for name in table.sequences if name not in ROW_NUMBERS and name in repeated]
+        if natural:
+            table.sequences = tuple(name for name in table.sequences if name not in natural)
+            _settle(con, table, [table.columns[name] for name in (*table.unique, *natural)])

@@ -1,0 +1,538 @@
+"""Dataset knowledge: human-written descriptions of each schema's tables and columns.
+
+Following EHRAgent, the model first names the tables, columns, codes and joins a
+question needs, reading short descriptions of the tables (``Knowledge.overview``) and
+then the columns of the tables it picked (``Knowledge.detail``), together with the
+schema's conventions (``Knowledge.guide``): how time works, where vital signs live,
+how values are spelled.
+
+The descriptions are package data, one YAML file per schema id in
+``ehr_magic/knowledge/schemas/<schema>.yaml``::
+
+    schema: mimic_iv                # must equal the file name
+    version: 1
+    title: ...
+    introduction: |
+      A few sentences on the dataset.
+    conventions:                    # optional list of short rules
+      - ...
+    tables:
+      admissions:
+        module: hosp                # optional
+        row: One row per hospital admission.
+        description: ...            # optional
+        columns: {subject_id: ..., hadm_id: ...}
+        key: hadm_id                             # optional; the column that identifies a row
+        joins: [patients ON subject_id]          # optional; "<table> ON <condition>"
+        vocabulary: [admission_type]             # optional; columns worth a value lookup
+        confirmed: [meaning, joins]              # optional; see "Who wrote what" below
+
+Users can describe their own schema, or replace a packaged description, by putting
+``<schema>.yaml`` in a directory and passing it: ``load("mimic_iv", extra_dirs=[dir])``.
+Directories are searched in order and the first file found replaces the packaged one
+entirely (there is no merging). Every file is validated when loaded; a malformed one
+raises ``EhrMagicError`` naming the file and the problem.
+
+Who wrote what. Knowledge drafted from the data declares ``drafted: true``; each of its
+statements is then drafted unless the table (or the top level, for the clock and the
+introduction) lists it under ``confirmed``: ``meaning`` (row and description), ``key``,
+``joins``, ``lookup`` (the vocabulary) and ``columns.<name>``. A file without
+``drafted: true`` (the packaged ones) was written by people throughout. ``clock`` (top
+level, optional) is the dataset's current time, or a ``table.column`` whose latest value is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import difflib
+import functools
+import importlib.resources
+import os
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ehr_magic.errors import EhrMagicError
+
+__all__ = ["Knowledge", "TableInfo", "available", "load", "parse"]
+
+_SUFFIXES = (".yaml", ".yml")
+_TOP_REQUIRED = ("schema", "version", "title", "introduction", "tables")
+_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "conventions", "drafted", "clock", "confirmed"))
+_TABLE_REQUIRED = ("row", "columns")
+_TABLE_ALLOWED = frozenset((*_TABLE_REQUIRED, "module", "description", "key", "joins", "vocabulary", "confirmed"))
+# The statements a person can confirm (see "Who wrote what" above); columns.<name> as well.
+TABLE_STATEMENTS = ("meaning", "key", "joins", "lookup")
+TOP_STATEMENTS = ("introduction", "clock")
+DRAFTED, CONFIRMED = "drafted", "confirmed"
+_JOIN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+ON\s+\S")
+
+ExtraDirs = Iterable[str | os.PathLike[str]] | None
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# "<table> ON <column>", or "<table> ON a.<column> = b.<column>" (the same column name on both sides)
+_SAME_NAME = re.compile(rf"^\s*({_NAME})\s+ON\s+(?:({_NAME})|(?:({_NAME})\.)?({_NAME})\s*=\s*(?:({_NAME})\.)?\4)\s*$")
+
+
+def grouped_joins(table: str, joins: Iterable[str]) -> str:
+    """The joins of ``table`` as prompt text, those on a column of the same name on both sides
+    said once for all their tables (``icustays, labevents ON hadm_id``; a wide table's joins are
+    mostly these), in order; ``x ON t.c = x.c`` is said as ``x ON c``, as the packaged files write it."""
+    groups: dict[str, list[str]] = {}  # a shared column, or a join kept whole -> its tables
+    for join in joins:
+        match = _SAME_NAME.match(join)
+        target = match.group(1) if match else ""
+        sides = {side.lower() for side in (match.group(3), match.group(5)) if side} if match else set()
+        if match and sides <= {table.lower(), target.lower()} and len(sides) != 1:
+            groups.setdefault(f" ON {match.group(2) or match.group(4)}", []).append(target)
+        else:
+            groups[join] = []
+    return "; ".join(", ".join(tables) + key if tables else key for key, tables in groups.items())
+
+
+def join_target(join: str) -> str | None:
+    """The table a join (``"<table> ON <condition>"``) joins to; None if it does not read so."""
+    match = _JOIN.match(join)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """What one table holds: its row, a description, its columns, joins and vocabularies."""
+
+    name: str
+    module: str | None
+    row: str
+    description: str
+    columns: dict[str, str]
+    joins: tuple[str, ...] = ()
+    vocabulary: tuple[str, ...] = ()
+    key: str | None = None
+    confirmed: tuple[str, ...] = ()  # statements a person wrote or confirmed (only read when drafted)
+
+    @property
+    def join_targets(self) -> tuple[str, ...]:
+        """The tables named by ``joins``, in order, without repeats."""
+        targets: list[str] = []
+        for join in self.joins:
+            match = _JOIN.match(join)
+            if match and match.group(1) not in targets:
+                targets.append(match.group(1))
+        return tuple(targets)
+
+    def summary(self) -> str:
+        """One line: ``name: row description``."""
+        return f"{self.name}: {_join_sentences(self.row, self.description)}"
+
+    def brief(self, stated: Collection[str] = ()) -> str:
+        """One line: what a row is, the column names and the joins (no column meanings). Joins to
+        the tables in ``stated`` are left out: those tables' own text, earlier in the prompt, says them."""
+        joins = self._joins_not_in(stated)
+        said = f" Joins: {grouped_joins(self.name, joins)}." if joins else ""
+        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{said}"
+
+    def _joins_not_in(self, stated: Collection[str]) -> list[str]:
+        return [j for j in self.joins if join_target(j) not in stated]
+
+    def detail(self, stated: Collection[str] = ()) -> str:
+        """Columns, joins and lookup columns of this table, as compact prompt text (joins to the
+        tables in ``stated`` left out, as in ``brief``)."""
+        module = f" [{self.module}]" if self.module else ""
+        lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
+        lines += [f"- {column}: {text}" for column, text in self.columns.items()]
+        joins = self._joins_not_in(stated)
+        if joins:
+            lines.append("joins: " + grouped_joins(self.name, joins))
+        if self.vocabulary:
+            lines.append("look up values of: " + ", ".join(self.vocabulary))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Everything written about one schema; ``load(schema)`` returns it."""
+
+    schema: str
+    version: int
+    title: str
+    introduction: str
+    conventions: tuple[str, ...]
+    tables: dict[str, TableInfo]
+    source: str = field(default="", compare=False)
+    absent: tuple[str, ...] = ()  # described tables this database does not have (see restricted_to)
+    drafted: bool = False  # drafted from the data: statements not confirmed are marked drafted
+    clock: str | None = None  # the dataset's current time, or the table.column whose latest value is
+    confirmed: tuple[str, ...] = ()  # top-level statements a person wrote or confirmed
+
+    def mark(self, statement: str, table: str | None = None) -> str:
+        """``"drafted"`` or ``"confirmed"`` (written or confirmed by a person) for one statement:
+        a top-level one (``clock``, ``introduction``) or, with ``table``, one of that table's."""
+        if not self.drafted:
+            return CONFIRMED
+        confirmed = self.tables[table].confirmed if table is not None else self.confirmed
+        return CONFIRMED if statement in confirmed else DRAFTED
+
+    def restricted_to(self, present: Iterable[str]) -> Knowledge:
+        """A copy describing only the tables in ``present`` (case-insensitive): the others
+        move to ``absent`` and joins to them are dropped, so the model is never told of a
+        table that is not there."""
+        here = {str(name).lower() for name in present}
+        kept = {
+            name: dataclasses.replace(info, joins=tuple(
+                join for join in info.joins if (m := _JOIN.match(join)) is None or m.group(1).lower() in here))
+            for name, info in self.tables.items() if name.lower() in here
+        }
+        absent = tuple(dict.fromkeys((*self.absent, *(name for name in self.tables if name.lower() not in here))))
+        return dataclasses.replace(self, tables=kept, absent=absent)
+
+    def table(self, name: str) -> TableInfo:
+        """The description of one table (exact name, else case-insensitive)."""
+        info = self.tables.get(name) or self.tables.get(str(name).lower())
+        if info is not None:
+            return info
+        if str(name).lower() in {t.lower() for t in self.absent}:
+            raise EhrMagicError(f"Table {name} is not in this database, so questions that need it cannot be answered.")
+        close = difflib.get_close_matches(str(name).lower(), list(self.tables), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise EhrMagicError(
+            f"No table {name!r} is described for schema {self.schema}.{hint} "
+            f"Described tables: {', '.join(self.tables)}."
+        )
+
+    def overview(self) -> str:
+        """One line per table, ``name: row description``: the cacheable prompt prefix."""
+        lines = [f"Tables of {self.title} (schema {self.schema}):"]
+        lines += [info.summary() for info in self.tables.values()]
+        return "\n".join(lines)
+
+    def guide(self) -> str:
+        """The introduction and the conventions, as compact prompt text."""
+        text = f"{self.title}\n{self.introduction.strip()}"
+        if self.absent:
+            text += "\n" + self.absent_note()
+        if self.conventions:
+            text += "\nConventions:\n" + "\n".join(f"- {rule}" for rule in self.conventions)
+        return text
+
+    def absent_note(self) -> str:
+        """One line naming the described tables this database lacks ("" when none)."""
+        if not self.absent:
+            return ""
+        return f"Not in this database: {', '.join(self.absent)}; questions that need them cannot be answered."
+
+    def detail(self, tables: Iterable[str]) -> str:
+        """Columns and joins of the named tables (in the order given, once each); a join is said
+        once, by the first of its two tables."""
+        return "\n\n".join(info.detail(stated) for info, stated in self._said_once(tables))
+
+    def brief(self, tables: Iterable[str], described: Iterable[str] = ()) -> str:
+        """One line per named table: row, column names and joins (in the order given, once each).
+        A join is said once: a line leaves out its joins to the ``described`` tables (described in
+        full before these lines) and to the tables of earlier lines, when that table's joins name it."""
+        return "\n".join(info.brief(stated) for info, stated in self._said_once(tables, described))
+
+    def _said_once(self, tables: Iterable[str], before: Iterable[str] = ()) -> list[tuple[TableInfo, set[str]]]:
+        """Each named table with the tables before it (``before`` first) whose joins name it."""
+        earlier = [self.table(name) for name in before]
+        found = []
+        for info in self._each(tables):
+            found.append((info, {e.name for e in earlier if info.name in e.join_targets}))
+            earlier.append(info)
+        return found
+
+    def _each(self, tables: Iterable[str]) -> list[TableInfo]:
+        chosen: dict[str, TableInfo] = {}
+        for name in tables:
+            info = self.table(name)
+            chosen.setdefault(info.name, info)
+        return list(chosen.values())
+
+    def vocabulary_columns(self) -> list[tuple[str, str]]:
+        """``(table, column)`` pairs whose distinct values are worth looking up."""
+        return [(info.name, column) for info in self.tables.values() for column in info.vocabulary]
+
+    def to_yaml(self) -> str:
+        """This knowledge as a knowledge file (``parse(k.to_yaml(), ...) == k``)."""
+        tables: dict[str, dict[str, Any]] = {}
+        for info in self.tables.values():
+            body: dict[str, Any] = {} if info.module is None else {"module": info.module}
+            body["row"] = info.row
+            if info.description:
+                body["description"] = info.description
+            if info.key:
+                body["key"] = info.key
+            body["columns"] = dict(info.columns)
+            if info.joins:
+                body["joins"] = list(info.joins)
+            if info.vocabulary:
+                body["vocabulary"] = list(info.vocabulary)
+            if self.drafted:
+                body["confirmed"] = list(info.confirmed)
+            tables[info.name] = body
+        data: dict[str, Any] = {"schema": self.schema, "version": self.version, "title": self.title,
+                                "introduction": self.introduction}
+        if self.drafted:
+            data["drafted"] = True
+            data["confirmed"] = list(self.confirmed)
+        if self.clock:
+            data["clock"] = self.clock
+        if self.conventions:
+            data["conventions"] = list(self.conventions)
+        data["tables"] = tables
+        return yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=110)
+
+
+def load(schema: str, extra_dirs: ExtraDirs = None) -> Knowledge:
+    """The knowledge of ``schema``, from the first of ``extra_dirs`` holding
+    ``<schema>.yaml`` (or ``.yml``), else from the packaged file. Parsed files are cached."""
+    for directory in _dirs(extra_dirs):
+        for suffix in _SUFFIXES:
+            path = directory / f"{schema}{suffix}"
+            if path.is_file():
+                resolved = path.resolve()
+                return _load_file(str(resolved), resolved.stat().st_mtime_ns)
+    if schema in _packaged():
+        return _load_packaged(schema)
+    known = ", ".join(available(extra_dirs)) or "none"
+    raise EhrMagicError(
+        f"No knowledge file for schema {schema!r}; known: {known}. "
+        f"To describe it, write {schema}.yaml (see ehr_magic/knowledge/schemas/ for examples) "
+        "and pass its directory as an extra knowledge directory."
+    )
+
+
+def available(extra_dirs: ExtraDirs = None) -> list[str]:
+    """Schema ids with a knowledge file: packaged ones plus those in ``extra_dirs``."""
+    names = set(_packaged())
+    for directory in _dirs(extra_dirs):
+        names.update(path.stem for path in directory.iterdir() if path.suffix in _SUFFIXES and path.is_file())
+    return sorted(names)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def _schemas_dir() -> Traversable:
+    return importlib.resources.files("ehr_magic.knowledge").joinpath("schemas")
+
+
+@functools.cache
+def _packaged() -> dict[str, str]:
+    """Packaged schema id -> file name."""
+    found: dict[str, str] = {}
+    for entry in _schemas_dir().iterdir():
+        name = entry.name
+        for suffix in _SUFFIXES:
+            if name.endswith(suffix) and entry.is_file():
+                found[name[: -len(suffix)]] = name
+    return found
+
+
+@functools.cache
+def _load_packaged(schema: str) -> Knowledge:
+    name = _packaged()[schema]
+    text = _schemas_dir().joinpath(name).read_text(encoding="utf-8")
+    return _parse(text, source=f"ehr_magic/knowledge/schemas/{name}", expected_schema=schema)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_file(path: str, mtime_ns: int) -> Knowledge:  # mtime_ns keys the cache on edits
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EhrMagicError(f"Cannot read knowledge file {path}: {exc}") from None
+    return _parse(text, source=path, expected_schema=Path(path).stem)
+
+
+def _dirs(extra_dirs: ExtraDirs) -> list[Path]:
+    if extra_dirs is None:
+        return []
+    if isinstance(extra_dirs, (str, os.PathLike)):
+        extra_dirs = [extra_dirs]
+    directories = []
+    for entry in extra_dirs:
+        directory = Path(entry).expanduser()
+        if not directory.is_dir():
+            raise EhrMagicError(
+                f"Knowledge directory {entry} does not exist or is not a directory; "
+                "create it or remove it from the knowledge directories."
+            )
+        directories.append(directory)
+    return directories
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line text as ``|`` blocks, so an exported file reads like a written one."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text.strip() else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_text)
+
+
+def parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
+    """Knowledge from the text of a knowledge file, validated as packaged files are.
+
+    ``source`` names where the text came from in error messages; the text must declare
+    ``schema: <expected_schema>``. Raises ``EhrMagicError`` with one sentence otherwise.
+    """
+    return _parse(text, source=source, expected_schema=expected_schema)
+
+
+class _Malformed(Exception):
+    """A problem in one knowledge file; becomes an EhrMagicError naming the file."""
+
+
+def _parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise EhrMagicError(f"Knowledge file {source} is not valid YAML: {_yaml_problem(exc)}") from None
+    try:
+        return _build(data, source=source, expected_schema=expected_schema)
+    except _Malformed as exc:
+        raise EhrMagicError(f"Knowledge file {source} is malformed: {exc}") from None
+
+
+def _build(data: Any, *, source: str, expected_schema: str) -> Knowledge:
+    if not isinstance(data, dict):
+        raise _Malformed("the top level must be a mapping with keys " + ", ".join(_TOP_REQUIRED) + ".")
+    _check_keys(data, _TOP_REQUIRED, _TOP_ALLOWED, where="the top level")
+    schema = _text(data["schema"], "schema")
+    if schema != expected_schema:
+        raise _Malformed(f"it declares schema {schema!r} but is named {expected_schema!r}; make them equal.")
+    version = data["version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Malformed(f"version must be an integer, not {version!r}.")
+    conventions = data.get("conventions") or []
+    if not isinstance(conventions, list):
+        raise _Malformed("conventions must be a list of short rules.")
+    raw_tables = data["tables"]
+    if not isinstance(raw_tables, dict) or not raw_tables:
+        raise _Malformed("tables must be a non-empty mapping of table name to its description.")
+    tables = {str(name): _table(str(name), body) for name, body in raw_tables.items()}
+    drafted = data.get("drafted", False)
+    if not isinstance(drafted, bool):
+        raise _Malformed(f"drafted must be true or false, not {drafted!r}.")
+    for info in tables.values():
+        for join in info.joins:
+            match = _JOIN.match(join)
+            if match is None:
+                raise _Malformed(f"table {info.name!r}: join {join!r} should read '<table> ON <condition>'.")
+            if match.group(1) not in tables:
+                raise _Malformed(
+                    f"table {info.name!r}: join {join!r} names table {match.group(1)!r}, which is not described."
+                )
+    return Knowledge(
+        schema=schema,
+        version=version,
+        title=_text(data["title"], "title"),
+        introduction=_text(data["introduction"], "introduction"),
+        conventions=tuple(_text(rule, f"conventions item {i + 1}") for i, rule in enumerate(conventions)),
+        tables=tables,
+        source=source,
+        drafted=drafted,
+        clock=_clock(data.get("clock")),
+        confirmed=_statements(data.get("confirmed"), "the top level", TOP_STATEMENTS, ()),
+    )
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """``line N: what is wrong``, naming the line where the broken construct starts."""
+    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+    words = [getattr(exc, "context", None), getattr(exc, "problem", None)]
+    problem = ", ".join(w for w in words if w) or " ".join(str(exc).split())
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    return f"{where}{problem}; fix that line and import again."
+
+
+def _clock(value: Any) -> str | None:
+    """The clock as written: a time (YAML may have read it as one already) or a table.column."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return _text(value, "clock").strip()
+
+
+def _statements(value: Any, where: str, allowed: tuple[str, ...], columns: Iterable[str]) -> tuple[str, ...]:
+    names = tuple(str(item) for item in _list(value, f"{where} confirmed"))
+    known = {*allowed, *(f"columns.{column}" for column in columns)}
+    for name in names:
+        if name not in known:
+            raise _Malformed(f"{where} confirms {name!r}, which is not one of its statements "
+                             f"({', '.join(allowed)} or columns.<column>).")
+    return tuple(dict.fromkeys(names))
+
+
+def _table(name: str, body: Any) -> TableInfo:
+    where = f"table {name!r}"
+    if not isinstance(body, dict):
+        raise _Malformed(f"{where} must be a mapping with at least 'row' and 'columns'.")
+    _check_keys(body, _TABLE_REQUIRED, _TABLE_ALLOWED, where=where)
+    columns = body["columns"]
+    if not isinstance(columns, dict) or not columns:
+        raise _Malformed(f"{where}: columns must be a non-empty mapping of column name to description.")
+    described = {str(column): _text(text, f"{where} column {column!r}") for column, text in columns.items()}
+    module = body.get("module")
+    vocabulary = tuple(str(c) for c in _list(body.get("vocabulary"), f"{where} vocabulary"))
+    for column in vocabulary:
+        if column not in described:
+            raise _Malformed(f"{where}: vocabulary column {column!r} is not among its columns.")
+    key = body.get("key")
+    if key is not None and str(key) not in described:
+        raise _Malformed(f"{where}: key {key!r} is not among its columns.")
+    return TableInfo(
+        name=name,
+        module=None if module is None else _text(module, f"{where} module"),
+        row=_text(body["row"], f"{where} row"),
+        description=_text(body.get("description") or "", f"{where} description", empty_ok=True),
+        columns=described,
+        joins=tuple(_text(j, f"{where} join") for j in _list(body.get("joins"), f"{where} joins")),
+        vocabulary=vocabulary,
+        key=None if key is None else str(key),
+        confirmed=_statements(body.get("confirmed"), where, TABLE_STATEMENTS, described),
+    )
+
+
+def _check_keys(mapping: dict[Any, Any], required: tuple[str, ...], allowed: frozenset[str], *, where: str) -> None:
+    missing = [key for key in required if key not in mapping]
+    if missing:
+        raise _Malformed(f"{where} lacks required key(s): {', '.join(missing)}.")
+    unknown = [str(key) for key in mapping if key not in allowed]
+    if unknown:
+        raise _Malformed(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
+
+
+def _text(value: Any, what: str, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str) or (not empty_ok and not value.strip()):
+        hint = " (quote it in YAML)" if isinstance(value, (bool, int, float)) else ""
+        raise _Malformed(f"{what} must be non-empty text, not {value!r}{hint}.")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Malformed(f"{what} must be a list.")
+    return value
+
+
+def _join_sentences(first: str, second: str) -> str:
+    return f"{first.strip()} {second.strip()}".strip()

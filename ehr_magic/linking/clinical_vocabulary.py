@@ -1,0 +1,119 @@
+"""Clinical shorthand for value linking: 'Hb' is hemoglobin, 'ISDN' isosorbide dinitrate.
+
+Analysts write abbreviations, brand names and lay terms; dictionaries store spelled-out
+names ('hemoglobin', 'Isosorbide Dinitrate', 'Chronic obstructive pulmonary disease...').
+Fuzzy matching alone links 'Hb' to 'hbeag'. The vocabulary is package data,
+``vocabulary/clinical_abbreviations.tsv`` (provenance, license and version in its header):
+one term a line with its expansions, best first. ``alternatives`` turns a query into the
+other texts worth searching for it, each with a weight that ranks it below the query's own
+exact match.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from dataclasses import dataclass
+
+from ehr_magic.text import normalise
+from ehr_magic.errors import EhrMagicError
+
+_FILE = "clinical_abbreviations.tsv"
+_SEPARATOR = " | "
+_RANK_STEP = 0.03  # each later expansion of an ambiguous term weighs 3% less
+_TOKEN_WEIGHT = 0.95  # a query with one word expanded ('Hgb A1c' -> 'hemoglobin a1c')
+_REVERSE_WEIGHT = 0.97  # a spelled-out query whose abbreviation is stored ('potassium' -> 'K')
+_MAX_ALTERNATIVES = 8
+
+
+def _key(text: str) -> str:
+    """Lookup key of a term: normalised and without spaces ('T bili', 'Tbili' -> 'tbili')."""
+    return normalise(text).replace(" ", "")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another text to search for a query: ``exact_only`` for stored abbreviations, which are
+    too short to be matched fuzzily ('k' would match every word with a k)."""
+
+    text: str
+    weight: float
+    exact_only: bool = False
+
+
+@dataclass(frozen=True)
+class ClinicalVocabulary:
+    """Terms and their expansions, both normalised (lower case, punctuation as spaces)."""
+
+    version: str
+    expansions: dict[str, tuple[str, ...]]  # term key -> expansions, best first
+    terms: dict[str, tuple[str, ...]]  # expansion key -> the terms it expands
+
+    def __len__(self) -> int:
+        return len(self.expansions)
+
+    def expand(self, text: str) -> tuple[str, ...]:
+        """The expansions of ``text`` if it is a known term, best first; () otherwise."""
+        return self.expansions.get(_key(text), ())
+
+    def alternatives(self, text: str) -> list[Alternative]:
+        """What else to search for ``text``, best first: its expansions when it is a known
+        term, else the query with each known word expanded; and the stored abbreviations of
+        a spelled-out query. Empty for a query the vocabulary does not know."""
+        query = normalise(text)
+        found: list[Alternative] = [Alternative(e, 1.0 - _RANK_STEP * i)
+                                    for i, e in enumerate(self.expansions.get(query.replace(" ", ""), ()))]
+        words = query.split()
+        if not found and len(words) > 1:
+            for i, word in enumerate(words):
+                expansion = self.expansions.get(word)
+                if expansion:
+                    found.append(Alternative(" ".join([*words[:i], expansion[0], *words[i + 1:]]), _TOKEN_WEIGHT))
+        found += [Alternative(term, _REVERSE_WEIGHT, exact_only=True)
+                  for term in self.terms.get(query.replace(" ", ""), ())]
+        unique: dict[str, Alternative] = {}
+        for alternative in found:
+            if alternative.text != query:
+                unique.setdefault(alternative.text, alternative)
+        return list(unique.values())[:_MAX_ALTERNATIVES]
+
+
+def parse(text: str, *, source: str) -> ClinicalVocabulary:
+    """A vocabulary from the TSV format of the packaged file; ``EhrMagicError`` names a bad line."""
+    version = ""
+    expansions: dict[str, list[str]] = {}
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("#"):
+            if line[1:].strip().lower().startswith("version:"):
+                version = line.split(":", 1)[1].strip()
+            continue
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if not header_seen:  # the column names
+            header_seen = True
+            continue
+        if len(fields) != 3 or not _key(fields[0]) or not fields[2].strip():
+            raise EhrMagicError(f"{source}, line {number}: expected term, kind and expansions separated by tabs.")
+        # Terms equal up to case and punctuation ('Ca', 'Ca++') share one entry, first line first.
+        entry = expansions.setdefault(_key(fields[0]), [])
+        for expansion in fields[2].split(_SEPARATOR):
+            normalised = normalise(expansion)
+            if normalised and normalised not in entry:
+                entry.append(normalised)
+    if not version:
+        raise EhrMagicError(f"{source} has no '# version:' line.")
+    terms: dict[str, list[str]] = {}
+    for term, spelled in expansions.items():
+        for expansion in spelled:
+            terms.setdefault(expansion.replace(" ", ""), []).append(term)
+    return ClinicalVocabulary(version, {t: tuple(e) for t, e in expansions.items()},
+                              {e: tuple(t) for e, t in terms.items()})
+
+
+@functools.cache
+def clinical_vocabulary() -> ClinicalVocabulary:
+    """The packaged vocabulary, read once per process."""
+    resource = importlib.resources.files("ehr_magic.linking").joinpath("vocabulary").joinpath(_FILE)
+    return parse(resource.read_text(encoding="utf-8"), source=f"ehr_magic/linking/vocabulary/{_FILE}")

@@ -1,0 +1,1 @@
+"""ehr_magic.runtime."""

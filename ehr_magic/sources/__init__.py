@@ -1,0 +1,103 @@
+"""Sources: plug-ins that turn something real into an EHR database file.
+
+A source names its schema (which selects the knowledge file and memory entries) and
+builds a DuckDB file atomically. Built-in sources are registered the same way a
+third-party package registers its own, through the ``ehr_magic.sources`` entry point
+group (the value is a ``SourceSpec``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from ehr_magic.sources.loading import LoadReport, Progress
+from ehr_magic.errors import DataSourceError
+
+Loader = Callable[..., LoadReport]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One way to build a database: ``load(inputs, out, now=..., progress=...)``."""
+
+    name: str
+    schema: str
+    summary: str
+    inputs: str  # what the user passes, for help texts
+    load: Loader
+    options: tuple[str, ...] = ()  # extra keyword options ``load`` takes (e.g. "schema")
+
+
+def _load_mimic_iv(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.sources import mimic_iv
+
+    return mimic_iv.load(inputs, out, now=now, progress=progress)
+
+
+def _load_mimic_iii(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.sources import mimic_iii
+
+    return mimic_iii.load(inputs, out, now=now, progress=progress)
+
+
+def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.sources import ehrsql
+
+    if len(inputs) != 1:
+        raise DataSourceError("The ehrsql source takes one .sqlite file.")
+    return ehrsql.load(inputs[0], out, now=now or ehrsql.EHRSQL_NOW, progress=progress)
+
+
+def _load_eicu(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+    from ehr_magic.sources import eicu
+
+    return eicu.load(inputs, out, now=now, progress=progress)
+
+
+def _load_csv_folder(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None,
+                     schema: str | None = None) -> LoadReport:
+    from ehr_magic.sources import folder as csv_folder
+
+    return csv_folder.load(inputs, out, now=now, progress=progress, schema=schema)
+
+
+BUILTIN_SOURCES = (
+    SourceSpec("mimic-iv", "mimic_iv", "MIMIC-IV hosp/ and icu/ CSV or parquet files (demo or full)",
+               "DIR [DIR ...]", _load_mimic_iv),
+    SourceSpec("mimic-iii", "mimic_iii", "MIMIC-III v1.4 CSV, CSV.gz or parquet files (demo or full)",
+               "DIR [DIR ...]", _load_mimic_iii),
+    SourceSpec("ehrsql", "ehrsql_mimic_iv", "an EHRSQL benchmark SQLite database (e.g. EHRSQL-2024 MIMIC-IV)",
+               "FILE.sqlite", _load_ehrsql),
+    SourceSpec("eicu", "eicu", "eICU-CRD v2.x CSV, CSV.gz or parquet files in one folder (demo or full)",
+               "DIR [DIR ...]", _load_eicu),
+    SourceSpec("csv", "csv_<folder>", "any folder of CSV, CSV.gz or parquet files, one table per file, "
+               "with knowledge drafted from the data", "DIR", _load_csv_folder, options=("schema",)),
+)
+
+
+def sources() -> dict[str, SourceSpec]:
+    """Every known source by name: the built-ins, then installed plug-ins."""
+    found = {spec.name: spec for spec in BUILTIN_SOURCES}
+    for entry in entry_points(group="ehr_magic.sources"):
+        spec = entry.load()
+        if isinstance(spec, SourceSpec):
+            found.setdefault(spec.name, spec)
+    return found
+
+
+def load(name: str, inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+         now: dt.datetime | str | None = None, progress: Progress | None = None, **options: object) -> LoadReport:
+    """Build ``out`` from ``inputs`` with the source called ``name`` (``options``: see ``SourceSpec.options``)."""
+    known = sources()
+    if name not in known:
+        raise DataSourceError(f"Unknown source {name!r}; known sources: {', '.join(known)}.")
+    spec = known[name]
+    given = {key: value for key, value in options.items() if value is not None}
+    unknown = [key for key in given if key not in spec.options]
+    if unknown:
+        raise DataSourceError(f"The {name} source takes no --{unknown[0]} option; leave it out.")
+    return spec.load([str(i) for i in inputs], str(out), now=now, progress=progress, **given)

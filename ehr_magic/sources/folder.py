@@ -1,0 +1,172 @@
+"""Any folder of CSV, gzipped CSV or parquet files: one table per file, knowledge drafted.
+
+The table name is the file name without its suffix, lower-cased and made a plain SQL
+identifier (``Lab Results.csv`` -> ``lab_results``). Types are inferred by DuckDB from
+the whole file; only columns that look numeric but are labels (zip codes, phone
+numbers) are kept as text. Timestamps with a time zone become plain UTC timestamps, so
+they compare with the dataset clock and with polars datetimes.
+
+Each folder gets its own schema id, ``csv_<folder name>``, so that remembered cells of
+one folder never answer on another; ``--schema`` chooses another. The knowledge drafted
+from the data (``ehr_magic.knowledge.drafting.draft``) is stored in the database, in the same atomic
+build, and travels with it to a server target. Re-loading into the same database file keeps
+every statement a person wrote or confirmed there (``knowledge_store.keep_confirmed``).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import gzip
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+
+from ehr_magic.knowledge.drafting import draft as drafting
+from ehr_magic.knowledge import store as knowledge_store
+from ehr_magic.db import knowledge_io
+from ehr_magic.knowledge.store import write_knowledge
+from ehr_magic.text import parse_time
+from ehr_magic.knowledge.model import CONFIRMED
+from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
+from ehr_magic.errors import DataSourceError
+
+SOURCE = "csv-folder"
+# Labels that look like numbers: read as text so leading zeros survive ('02703').
+TYPE_OVERRIDES = {name: "VARCHAR" for name in (
+    "zip", "zipcode", "zip_code", "postcode", "postal_code", "phone", "telephone", "fax", "ssn")}
+_SCHEMA_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+def table_name(stem: str) -> str:
+    """A file stem as a plain SQL identifier: lower case, letters, digits and underscores."""
+    name = re.sub(r"[^0-9a-z]+", "_", stem.lower()).strip("_")  # no leading '_': those tables are hidden
+    if not name or name[0].isdigit():
+        name = f"t_{name}"
+    if name in _reserved_words():
+        name = f"{name}_table"
+    return name
+
+
+def _reserved_words() -> frozenset[str]:
+    rows = duckdb.execute("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'").fetchall()
+    return frozenset(row[0] for row in rows)
+
+
+def schema_id(folder: Path) -> str:
+    """``csv_<folder name>``: one schema (knowledge, memory) per dataset folder."""
+    slug = re.sub(r"[^0-9a-z]+", "_", folder.resolve().name.lower()).strip("_") or "data"
+    return f"csv_{slug}"[:63]
+
+
+def check_schema(name: str) -> str:
+    from ehr_magic.knowledge import model as knowledge
+
+    if not _SCHEMA_ID.match(name):
+        raise DataSourceError(f"Schema name {name!r} should be lower-case letters, digits and underscores, "
+                              "starting with a letter, e.g. csv_clinic_2024.")
+    if name in knowledge.available():
+        raise DataSourceError(f"Schema name {name!r} is the packaged description of another dataset; "
+                              "choose a name of your own, e.g. csv_" + name + "_copy.")
+    return name
+
+
+def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
+    """``table -> file`` for every table file directly in ``dirs``; refuses two files for one table."""
+    files: dict[str, Path] = {}
+    for folder in check_dirs(dirs):
+        found = sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(SUFFIXES))
+        for path in found:
+            stem = path.name[: -len(next(s for s in SUFFIXES if path.name.lower().endswith(s)))]
+            table = table_name(stem)
+            if table in files:
+                raise DataSourceError(
+                    f"Files {files[table]} and {path} would both become table {table}; remove or rename one of them.")
+            files[table] = path
+    if not files:
+        folders = check_dirs(dirs)
+        below = sorted({p.parent.name for f in folders for p in f.glob("*/*")
+                        if p.is_file() and p.name.lower().endswith(SUFFIXES)})
+        hint = f" Its subfolders {', '.join(below)} hold some: pass those instead." if below else ""
+        raise DataSourceError(f"No .csv, .csv.gz or .parquet files in {', '.join(map(str, folders))}.{hint}")
+    return files
+
+
+def load(
+    dirs: Iterable[os.PathLike[str] | str],
+    out: os.PathLike[str] | str,
+    *,
+    now: dt.datetime | str | None = None,
+    progress: Progress | None = None,
+    schema: str | None = None,
+) -> LoadReport:
+    """Build ``out`` from the table files of ``dirs``, with knowledge drafted from the data."""
+    dirs = list(dirs)
+    files = find_files(dirs)
+    first = check_dirs(dirs)[0]
+    schema = check_schema(schema) if schema else schema_id(first)
+    dataset = first.resolve().name
+    given = parse_time(now) if now is not None else None
+
+    def finish(con: duckdb.DuckDBPyConnection, report: LoadReport) -> dt.datetime | None:
+        for table, path in files.items():
+            _check_shape(con, table, path)
+        if progress:
+            progress("drafting knowledge", len(files), len(files))
+        notes = _drop_time_zones(con, files)
+        knowledge, anchor = drafting.draft(con, files, schema=schema, dataset=dataset, now=given, notes=notes)
+        # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
+        knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
+        if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:
+            anchor = knowledge_store.clock_time(knowledge.clock, lambda t, c: con.execute(
+                f"SELECT max({drafting.quote(c)}) FROM {drafting.quote(t)}").fetchone()[0])
+        write_knowledge(con, schema, knowledge.to_yaml())
+        return anchor
+
+    previous = knowledge_io.stored_at(out, schema)
+
+    return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
+                       now=now, progress=progress, finish=finish)
+
+
+def _check_shape(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> None:
+    """Refuse a CSV that DuckDB could only read as one column of whole lines: a row with a
+    different number of fields makes its sniffer give up on the delimiter."""
+    if path.name.lower().endswith(".parquet"):
+        return
+    columns = con.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+                          "AND table_name = ?", [table]).fetchall()
+    if len(columns) != 1 or not any(mark in columns[0][0] for mark in ",;\t|"):
+        return
+    header = columns[0][0]
+    delimiter = max(",;\t|", key=header.count)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        width = len(next(reader, []))
+        for row in reader:
+            if len(row) != width:
+                raise DataSourceError(
+                    f"Cannot read {path} as a table: line {reader.line_num} has {len(row)} fields where the header "
+                    f"has {width}; fix that row (or quote its {delimiter!r} characters) and load again.")
+    raise DataSourceError(f"Cannot read {path} as a table: DuckDB found no consistent delimiter; check that every "
+                          "row has as many fields as the header.")
+
+
+def _drop_time_zones(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> tuple[str, ...]:
+    """TIMESTAMP WITH TIME ZONE columns -> TIMESTAMP in UTC; a convention saying so, if any."""
+    zoned = con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND data_type = 'TIMESTAMP WITH TIME ZONE' ORDER BY table_name, ordinal_position").fetchall()
+    for table, column in zoned:
+        if table in files:
+            name = drafting.quote(column)
+            con.execute(f"ALTER TABLE {drafting.quote(table)} ALTER {name} SET DATA TYPE TIMESTAMP "
+                        f"USING timezone('UTC', {name})")
+    if not zoned:
+        return ()
+    return (("Times written with a time zone in the files (e.g. '2023-01-27T16:17:47Z') are stored as UTC times "
+             "without a zone."),)

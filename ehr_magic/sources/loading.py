@@ -1,0 +1,262 @@
+"""Loading a folder of table files (CSV, gzipped CSV, parquet) into an EHR database.
+
+Shared by the MIMIC-IV, MIMIC-III and eICU loaders: each finds its files and says
+which columns need a fixed type; DuckDB's reader does the rest, scanning the whole file
+to detect types (a sample can mistake a code column for numbers).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import gzip
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from ehr_magic.db.build import building, write_metadata
+from ehr_magic.errors import DataSourceError
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
+Finish = Callable[[duckdb.DuckDBPyConnection, "LoadReport"], "dt.datetime | None"]
+SUFFIXES = (".csv.gz", ".csv", ".parquet")
+
+
+@dataclass
+class LoadReport:
+    """What a load did: rows per table, tables skipped and why, the clock it recorded."""
+
+    tables: dict[str, int] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    now: str = ""  # empty when the data has no dates (time_model "offset")
+    time_model: str = "calendar"
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.tables.values())
+
+
+def find_tables(wanted: Iterable[tuple[str, list[Path], list[str]]]) -> tuple[dict[str, Path], list[str]]:
+    """``table -> file`` for each ``(table, folders, file name stems)`` whose file is found
+    (``find_table_file``), and the tables not found."""
+    files: dict[str, Path] = {}
+    missing: list[str] = []
+    for table, dirs, stems in wanted:
+        path = find_table_file(dirs, stems)
+        if path is None:
+            missing.append(table)
+        else:
+            files[table] = path
+    return files, missing
+
+
+def find_table_file(dirs: Iterable[Path], stem_candidates: Iterable[str]) -> Path | None:
+    """The file named like one of ``stem_candidates`` (with a known suffix) in the first of
+    ``dirs`` that has one. Two such files in one folder (``ADMISSIONS.csv`` beside
+    ``ADMISSIONS.csv.gz``) are refused: picking one silently could load stale data."""
+    stems = list(stem_candidates)
+    for directory in dirs:
+        found: list[Path] = []
+        for stem in stems:
+            for suffix in SUFFIXES:
+                path = directory / f"{stem}{suffix}"
+                # On a case-insensitive file system two spellings can name the same file.
+                if path.is_file() and not any(_same_file(path, other) for other in found):
+                    found.append(path)
+        if len(found) > 1:
+            raise name_clash(stems[0].lower(), found)
+        if found:
+            return found[0]
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def table_files(directory: Path) -> dict[str, Path]:
+    """``table -> file`` of every table file in ``directory``, the table being the
+    lower-cased file name without its suffix (``admissionDrug.csv.gz`` -> ``admissiondrug``).
+    Two files that give one table name are refused."""
+    grouped: dict[str, list[Path]] = {}
+    for path in sorted(directory.iterdir()):
+        suffix = next((s for s in SUFFIXES if path.name.lower().endswith(s)), None)
+        if suffix is None or path.name.startswith(".") or not path.is_file():
+            continue
+        grouped.setdefault(path.name[: -len(suffix)].lower(), []).append(path)
+    for table, paths in grouped.items():
+        if len(paths) > 1:
+            raise name_clash(table, paths)
+    return {table: paths[0] for table, paths in grouped.items()}
+
+
+def name_clash(table: str, paths: list[Path]) -> DataSourceError:
+    names = " and ".join(p.name for p in paths)
+    return DataSourceError(f"Both {names} in {paths[0].parent} would load table {table}; "
+                           "remove or move all but one of them.")
+
+
+def check_dirs(dirs: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    paths = [Path(d).expanduser() for d in dirs]
+    if not paths:
+        raise DataSourceError("No input folder given; pass the folder that holds the dataset's files.")
+    for path in paths:
+        if not path.exists():
+            raise DataSourceError(f"Folder {path} does not exist; check the path.")
+        if not path.is_dir():
+            raise DataSourceError(f"{path} is not a folder; pass the folder that holds the dataset's files.")
+    return paths
+
+
+def load_tables(
+    files: dict[str, Path],
+    out: str | os.PathLike[str],
+    *,
+    schema: str,
+    source: str,
+    dataset: str,
+    type_overrides: dict[str, str],
+    now: dt.datetime | str | None = None,
+    missing: list[str] | None = None,
+    progress: Progress | None = None,
+    finish: Finish | None = None,
+    metadata: dict[str, str] | None = None,
+) -> LoadReport:
+    """Write every ``table -> file`` into a new database at ``out``, atomically.
+
+    Column names are lowercased. ``type_overrides`` fixes the type of columns by name
+    wherever they occur (ids as BIGINT, codes as VARCHAR...), or of one table's column
+    with a ``"table.column"`` key, or of every column ending in a suffix with a
+    ``"*suffix"`` key (``"*offset"``); the exact name wins. Without ``now``, the
+    clock is the latest timestamp found in the data. ``metadata`` adds keys to the
+    database's metadata; with ``time_model="offset"`` the data has no dates and no clock.
+    ``finish(con, report)`` runs inside the same atomic build once every table is in
+    (e.g. to draft and store knowledge); a datetime it returns is the clock unless
+    ``now`` was given.
+    """
+    extra = dict(metadata or {})
+    report = LoadReport(missing=list(missing or []), time_model=extra.get("time_model", "calendar"))
+    if not files:
+        raise DataSourceError("No table files found in the given folder(s); is this the right dataset folder?")
+    with building(out) as con:
+        for i, (table, path) in enumerate(files.items()):
+            if progress:
+                progress(table, i, len(files))
+            report.tables[table] = _load_one(con, table, path, type_overrides)
+        if progress:
+            progress("done", len(files), len(files))
+        drafted_now = finish(con, report) if finish else None
+        if report.time_model == "calendar":
+            anchor = now if now is not None else (drafted_now or latest_timestamp(con))
+            if isinstance(anchor, dt.datetime):
+                anchor = anchor.strftime("%Y-%m-%d %H:%M:%S")
+            report.now = str(anchor)
+        write_metadata(con, schema=schema, source=source, now=report.now, dataset=dataset,
+                       missing_tables=",".join(report.missing), **extra)
+    return report
+
+
+# Standard CSV, stated rather than sniffed: the sniffer can take a ragged file for a
+# one-column one (or a header further down) and load it silently.
+_DIALECT = "header=true, delim=',', quote='\"', escape='\"', skip=0, strict_mode=true, null_padding=false"
+
+
+def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str]) -> int:
+    literal = str(path).replace("'", "''")
+    parquet = path.name.lower().endswith(".parquet")
+    try:
+        if parquet:
+            reader = f"read_parquet('{literal}')"
+        else:
+            header = con.execute(
+                f"SELECT * FROM read_csv('{literal}', {_DIALECT}, all_varchar=true, sample_size=1) LIMIT 0"
+            ).description
+            types = {}
+            for col in header:
+                dtype = override_for(overrides, table, col[0].lower())
+                if dtype:
+                    types[col[0]] = dtype
+            type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
+            reader = f"read_csv('{literal}', {_DIALECT}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
+        columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
+        select = ", ".join(f'"{c[0]}" AS "{c[0].lower()}"' for c in columns)
+        con.execute(f'CREATE TABLE "{table}" AS SELECT {select} FROM {reader}')
+    except duckdb.Error as exc:
+        if not parquet and "sniffing" in str(exc).lower():
+            exc = _strict_read_error(con, path) or exc
+        raise DataSourceError(read_error(path, table, exc)) from None
+    return int(con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0])
+
+
+def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.Error | None:
+    """When the sniffer gave up, a plain text read with the header's width names the bad line."""
+    try:
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+            width = len(next(csv.reader(handle), [])) or 1
+    except (OSError, EOFError):
+        return None  # the DuckDB error already says what is wrong with the file
+    literal = str(path).replace("'", "''")
+    columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
+    try:
+        con.execute(f"SELECT count(*) FROM read_csv('{literal}', {_DIALECT}, auto_detect=false, "
+                    f"columns={{{columns}}})").fetchall()
+    except duckdb.Error as exc:
+        return exc
+    return None
+
+
+def override_for(overrides: dict[str, str], table: str, column: str) -> str | None:
+    """The fixed type of ``table.column``: a "table.column" key beats "column", which beats "*suffix"."""
+    exact = overrides.get(f"{table}.{column}", overrides.get(column))
+    if exact:
+        return exact
+    suffixes = [key for key in overrides if key.startswith("*") and column.endswith(key[1:])]
+    return overrides[max(suffixes, key=len)] if suffixes else None
+
+
+_LINE = re.compile(r"\bline:\s*(\d+)", re.IGNORECASE)  # "CSV Error on Line: 51" (not the SQL's "LINE 1:")
+
+
+def read_error(path: Path, table: str, exc: duckdb.Error) -> str:
+    """One sentence on why ``path`` could not be loaded, with the line DuckDB names."""
+    text = str(exc)
+    lowered = text.lower()
+    line = _LINE.search(text)
+    at = f" at line {line.group(1)}" if line else ""
+    if "expected number of columns" in lowered:
+        problem = f"the row{at} has a different number of fields than the header"
+    elif "gzip" in lowered or "zlib" in lowered or "inflate" in lowered:
+        problem = "it is not a valid gzip file (truncated or corrupt)"
+    elif "could not convert" in lowered or "conversion error" in lowered:
+        problem = f"a value{at} does not fit its column's type"
+    elif "parquet" in lowered or "magic bytes" in lowered:
+        problem = "it is not a valid parquet file"
+    elif "sniffing" in lowered:
+        problem = "it is not a comma-separated file with a header row"
+    else:
+        problem = " ".join(text.strip().splitlines()[0].split()) + at
+    return f"Cannot load {path} as table {table}: {problem.rstrip('.')}; fix or replace the file."
+
+
+def latest_timestamp(con: duckdb.DuckDBPyConnection) -> dt.datetime:
+    """The latest TIMESTAMP value in any table: the default "now" of a raw dataset."""
+    columns = con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema='main' AND data_type LIKE 'TIMESTAMP%' AND table_name NOT LIKE '\\_%' ESCAPE '\\'"
+    ).fetchall()
+    if not columns:
+        return dt.datetime(2000, 1, 1)
+    parts = " UNION ALL ".join(f'SELECT max("{c}") AS m FROM "{t}"' for t, c in columns)
+    value = con.execute(f"SELECT max(m) FROM ({parts})").fetchall()[0][0]
+    return value or dt.datetime(2000, 1, 1)
