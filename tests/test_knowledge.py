@@ -23,7 +23,7 @@ EHRSQL_SQLITE = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
 EICU_DEMO = SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"
 MIMIC_III_DEMO = SHARED_DATA / "mimic-iii-clinical-database-demo-1.4"
 
-PACKAGED = ["ehrsql_mimic_iv", "eicu", "mimic_iii", "mimic_iv"]
+PACKAGED = ["ehrsql_mimic_iv", "eicu", "mimic_iii", "mimic_iv", "omop_cdm"]
 
 
 def _need(path: Path) -> Path:
