@@ -24,7 +24,8 @@ Then the MIMIC-III and eICU demos loaded as plain CSV folders: their drafted joi
 against the joins of the packaged knowledge (mimic_iii.yaml, eicu.yaml). Last, the home
 schema (the EHRSQL database with its packaged knowledge) on valid at 8k (must stay >= 99.5%).
 
-"descriptive" is the style the rules are tuned on; "camel" is held out.
+"descriptive" is the style the rules are tuned on; "camel" and "warehouse" (abbreviated
+upper-case warehouse names) are held out.
 
     python bench/bench_unfamiliar.py [--questions N] [--styles descriptive camel] [--copies DIR]
                                      [--work DIR] [--split train|valid] [--misses 8|4] [--skip demos home]

@@ -9,6 +9,9 @@ for train and valid, each question's gold SQL renamed with sqlglot and its gold 
 
     python -m ehr_magic.eval.renamed --style descriptive --out /tmp/unfamiliar/descriptive
 
+Styles: ``descriptive`` (spelled-out snake case), ``camel`` (CamelCase, FHIR-like) and
+``warehouse`` (abbreviated upper case: HSP_ENC, FLWSHT_MEAS, ADM_DTTM, DX_CD).
+
 The values that name MIMIC tables (the charge table's event kinds, the chart-item
 dictionary's target table) are renamed as well, in the data and in the SQL literals.
 """
@@ -110,7 +113,49 @@ _CAMEL_TABLES = {
                                    "careunit": "UnitName"}),
 }
 
-_STYLES = {"descriptive": (_DESCRIPTIVE_COLUMNS, _DESCRIPTIVE_TABLES), "camel": (_CAMEL_COLUMNS, _CAMEL_TABLES)}
+# An abbreviated, upper-case hospital reporting warehouse (of our own invention, in the manner of
+# vendor reporting databases): subject-area prefixes (HSP, ENC, FLWSHT, ORD), _ID/_CD/_NM/_DTTM
+# suffixes, a hospital account for the admission and a record key in every table.
+_WAREHOUSE_COLUMNS = {
+    "row_id": "REC_KEY", "subject_id": "PAT_ID", "hadm_id": "HSP_ACCT_ID", "stay_id": "ICU_STAY_ID",
+    "charttime": "TAKEN_DTTM", "starttime": "BGN_DTTM", "stoptime": "END_DTTM",
+    "intime": "IN_DTTM", "outtime": "OUT_DTTM", "valueuom": "UOM", "valuenum": "NUM_VAL",
+}
+_WAREHOUSE_TABLES = {
+    "patients": ("PAT_DEMOG", {"gender": "SEX_CD", "dob": "BIRTH_DT", "dod": "DEATH_DT"}),
+    "admissions": ("HSP_ENC", {
+        "admittime": "ADM_DTTM", "dischtime": "DSCH_DTTM", "admission_type": "ADM_TYP",
+        "admission_location": "ADM_SRC_NM", "discharge_location": "DSCH_DISP_NM", "insurance": "FIN_CLASS_NM",
+        "language": "PREF_LANG", "marital_status": "MRTL_STAT", "age": "PAT_AGE_YRS"}),
+    "d_icd_diagnoses": ("DX_CAT", {"icd_code": "DX_CD", "long_title": "DX_LONG_DESC"}),
+    "d_icd_procedures": ("PX_CAT", {"icd_code": "PX_CD", "long_title": "PX_LONG_DESC"}),
+    "d_labitems": ("LAB_CMPNT", {"itemid": "CMPNT_ID", "label": "CMPNT_NM"}),
+    "d_items": ("FLWSHT_ROW", {
+        "itemid": "FLO_MEAS_ID", "label": "DISP_NM", "abbreviation": "SHRT_NM", "linksto": "DATA_TBL_NM"}),
+    "diagnoses_icd": ("ENC_DX", {"icd_code": "DX_CD", "charttime": "DX_ENTRY_DTTM"}),
+    "procedures_icd": ("HSP_PX", {"icd_code": "PX_CD", "charttime": "PX_PERF_DTTM"}),
+    "labevents": ("LAB_RSLT", {"itemid": "CMPNT_ID", "charttime": "RSLT_DTTM", "valuenum": "RSLT_NUM_VAL",
+                               "valueuom": "RSLT_UOM"}),
+    "prescriptions": ("ORD_MED", {
+        "starttime": "ORD_STRT_DTTM", "stoptime": "ORD_END_DTTM", "drug": "MED_NM", "dose_val_rx": "ORD_QTY",
+        "dose_unit_rx": "DOSE_UOM", "route": "ADMIN_RTE"}),
+    "cost": ("HSP_CHG", {
+        "event_type": "CHG_SRC_TBL", "event_id": "SRC_REC_KEY", "chargetime": "SVC_DTTM", "cost": "CHG_AMT"}),
+    "chartevents": ("FLWSHT_MEAS", {"itemid": "FLO_MEAS_ID", "valuenum": "MEAS_VAL_NUM", "valueuom": "MEAS_UOM"}),
+    "inputevents": ("IP_FLWSHT_INTK", {"itemid": "FLO_MEAS_ID", "starttime": "INTK_BGN_DTTM",
+                                       "totalamount": "TOT_VOL", "totalamountuom": "TOT_VOL_UOM"}),
+    "outputevents": ("IP_FLWSHT_OUTP", {"itemid": "FLO_MEAS_ID", "value": "OUTP_VOL"}),
+    "microbiologyevents": ("MICRO_RSLT", {
+        "charttime": "SPCMN_COLL_DTTM", "spec_type_desc": "SPCMN_SRC_NM", "test_name": "MICRO_TST_NM",
+        "org_name": "ORGN_NM"}),
+    "icustays": ("ICU_STAY", {"first_careunit": "FRST_DEPT_NM", "last_careunit": "LST_DEPT_NM",
+                              "intime": "ICU_IN_DTTM", "outtime": "ICU_OUT_DTTM"}),
+    "transfers": ("ADT_EVNT", {"transfer_id": "ADT_EVNT_ID", "eventtype": "EVNT_TYP", "careunit": "DEPT_NM",
+                               "intime": "EFF_DTTM", "outtime": "EFF_END_DTTM"}),
+}
+
+_STYLES = {"descriptive": (_DESCRIPTIVE_COLUMNS, _DESCRIPTIVE_TABLES), "camel": (_CAMEL_COLUMNS, _CAMEL_TABLES),
+           "warehouse": (_WAREHOUSE_COLUMNS, _WAREHOUSE_TABLES)}
 STYLES = tuple(_STYLES)
 _DEFAULT_SOURCE = Path(__file__).resolve().parents[3] / "shared" / "data" / "ehrsql-2024"
 
