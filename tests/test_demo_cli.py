@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import tomllib
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from ipykernel.ipkernel import IPythonKernel
 
 from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
 from ehr_magic.cli import main
@@ -46,14 +49,49 @@ def test_the_wheel_carries_the_notebooks() -> None:
         assert force_include.get(f"notebooks/{name}") == f"ehr_magic/notebooks/{name}"
 
 
+def test_the_readme_names_the_help_command_and_the_panel() -> None:
+    """The quick tour names ``%ehr help``, and the panel's palette entry and shortcut as the
+    extension defines them (its first two commands stay the install and the test run)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert readme.split("```bash\n", 1)[1].split("\n")[:2] == [
+        "pip install -e . && ehr-magic demo",
+        ("bash .ci/install-servers && (command -v chromium >/dev/null || (apt-get update && apt-get install -y "
+         "chromium)) && pip install -e '.[test]' && (cd labextension && jlpm install --immutable && jlpm test) "
+         "&& python -m pytest")]
+    tour = readme.split("%%ehr\n", 1)[1].split("\n## ", 1)[0]
+    schema = json.loads((REPO / "labextension" / "schema" / "plugin.json").read_text(encoding="utf-8"))
+    (shortcut,) = [s for s in schema["jupyter.lab.shortcuts"] if s["command"] == "ehr-magic:open-panel"]
+    source = (REPO / "labextension" / "src" / "index.ts").read_text(encoding="utf-8")
+    label = re.search(r"addCommand\(CommandIDs\.open, \{\s*label: '([^']+)'", source).group(1)
+    assert "palette?.addItem({ command: CommandIDs.open" in source
+    assert "`%ehr help`" in tour and f"*{label}*" in tour
+    assert "+".join(shortcut["keys"][0].split()) in tour  # "Alt Shift E" -> Alt+Shift+E
+
+
 def test_no_lab_builds_describes_and_copies_the_notebooks(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "my notebooks"
     assert main(["demo", "--synthetic", "--no-lab", "--dir", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "Demo database: synthetic" in out and "patients" in out  # what loaded, as before
-    assert (folder / "quickstart.ipynb").read_bytes() == (packaged_notebooks() / "quickstart.ipynb").read_bytes()
+    # the shipped notebook, with the language_info this Python's kernel reports (JupyterLab writes it in on opening)
+    copy, shipped = (json.loads((f / "quickstart.ipynb").read_text()) for f in (folder, packaged_notebooks()))
+    assert copy["metadata"].pop("language_info") == IPythonKernel.language_info
+    shipped["metadata"].pop("language_info")
+    assert copy == shipped
     assert (folder / "cohort_analysis.ipynb").exists()
     assert "jupyter lab quickstart.ipynb" in out and "EHR_MAGIC_DB=" in out
+
+
+def test_a_copy_made_for_another_python_is_renewed_not_kept(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    earlier = json.loads((packaged_notebooks() / "quickstart.ipynb").read_text())
+    earlier["metadata"]["language_info"]["version"] = "3.10.0"
+    (folder / "quickstart.ipynb").write_text(json.dumps(earlier, indent=1))
+    assert main(["demo", "--synthetic", "--no-lab", "--dir", str(folder)]) == 0
+    assert "your copy, kept" not in capsys.readouterr().out
+    renewed = json.loads((folder / "quickstart.ipynb").read_text())
+    assert renewed["metadata"]["language_info"]["version"] == IPythonKernel.language_info["version"]
 
 
 def test_demo_from_a_local_copy_of_the_mimic_iv_demo(tmp_path: Path, capsys) -> None:
@@ -110,28 +148,38 @@ def _get(url: str) -> tuple[int, bytes]:
 
 @pytest.mark.slow
 def test_demo_serves_the_quickstart_in_jupyterlab_and_stops(tmp_path: Path) -> None:
-    port, token, folder = _free_port(), "ehr-magic-test", tmp_path / "nb"
-    env = {**os.environ, "JUPYTER_TOKEN": token, "JUPYTER_CONFIG_DIR": str(tmp_path / "jconfig"),
+    """The URL the demo prints, with the token JupyterLab generated, opens the quickstart
+    (``/lab/tree/quickstart.ipynb``), not the Launcher (``/lab``)."""
+    port, folder = _free_port(), tmp_path / "nb"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "jconfig"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "jruntime"), "JUPYTER_DATA_DIR": str(tmp_path / "jdata")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ehr_magic", "demo", "--synthetic", "--no-browser", "--dir", str(folder),
-         "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    env.pop("JUPYTER_TOKEN", None)
+    log = tmp_path / "demo.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ehr_magic", "demo", "--synthetic", "--no-browser", "--dir", str(folder),
+             "--port", str(port)],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        status, body = 0, b""
-        while time.monotonic() < deadline and process.poll() is None:
-            status, body = _get(f"http://127.0.0.1:{port}/api/contents/quickstart.ipynb?token={token}")
-            if status == 200:
-                break
+        urls: list[str] = []
+        while time.monotonic() < deadline and process.poll() is None and not urls:
+            urls = re.findall(rf"http://127\.0\.0\.1:{port}/\S+", log.read_text(errors="replace"))
             time.sleep(0.5)
-        assert status == 200, f"JupyterLab did not serve the quickstart: {process.poll()=}"
-        assert json.loads(body)["type"] == "notebook"
-        status, page = _get(f"http://127.0.0.1:{port}/lab/tree/quickstart.ipynb?token={token}")
+        assert urls, f"no URL printed: {process.poll()=}\n{log.read_text(errors='replace')}"
+        printed = urllib.parse.urlsplit(urls[0])
+        assert printed.path == "/lab/tree/quickstart.ipynb", urls[0]
+        token = urllib.parse.parse_qs(printed.query)["token"][0]
+        status, page = _get(urls[0])
+        while status != 200 and time.monotonic() < deadline and process.poll() is None:  # printed, not yet serving
+            time.sleep(0.5)
+            status, page = _get(urls[0])
         assert status == 200 and b"JupyterLab" in page
+        status, body = _get(f"http://127.0.0.1:{port}/api/contents/quickstart.ipynb?token={token}")
+        assert status == 200 and json.loads(body)["type"] == "notebook"
         process.send_signal(signal.SIGTERM)  # `ehr-magic demo` passes it on to JupyterLab
-        output = process.communicate(timeout=60)[0].decode()
-        assert "Opening JupyterLab on" in output
+        process.wait(timeout=60)
+        assert "Opening JupyterLab on" in log.read_text(errors="replace")
         assert _get(f"http://127.0.0.1:{port}/api/status?token={token}")[0] == 0, "JupyterLab still runs"
     finally:
         if process.poll() is None:

@@ -160,6 +160,12 @@ def test_an_interrupted_fetch_is_neither_built_nor_announced(serve, tmp_path: Pa
     assert "ehr-magic demo --from DIR" in out  # how to point it at a local copy
     assert "ehr = synthetic MIMIC-IV-shaped data" in out
 
+    # The failure is remembered: the start after it does not try again, and says in one line how to resume.
+    with contextlib.contextmanager(ipython_shell)(None, monkeypatch, tmp_path) as shell:
+        out = capsys.readouterr().out
+    assert "Resuming" not in out and len(out.strip().splitlines()) == 1, out
+    assert "the MIMIC-IV demo download is unfinished (`ehr-magic demo` resumes it)" in out
+
 
 def test_a_database_built_from_a_partial_copy_is_detected(tmp_path: Path) -> None:
     partial = tmp_path / "partial"

@@ -7,7 +7,13 @@ consistent with their reply scripts, and reproducible without any model.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import secrets
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -52,6 +58,102 @@ def test_outputs_are_cleared(path: Path) -> None:
     assert not dirty, f"{path.name}: cells {dirty} have outputs; clear them (Edit > Clear Outputs of All Cells)"
     assert not any(c.get("attachments") for c in nb.cells)
     assert "widgets" not in nb.metadata, f"{path.name}: saved widget state; clear it before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_saved_as_jupyterlab_writes_it(path: Path) -> None:
+    """Opening a notebook changes nothing, so its tab opens without the unsaved-changes dot:
+    it is in nbformat's canonical form (cell ids, nbformat 4.5, sorted keys, final newline),
+    and its kernelspec and language_info are what JupyterLab writes in from the kernel
+    (``ehr-magic demo`` puts in the language version of the user's Python)."""
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    text = path.read_text(encoding="utf-8")
+    nb = read(path)
+    assert nbformat.writes(nb) + "\n" == text, f"{path.name}: not as nbformat writes it; save it with nbformat"
+    assert (nb.nbformat, nb.nbformat_minor) == (4, 5) and all(cell.get("id") for cell in nb.cells)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert nb.metadata.kernelspec == {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+    language_info, kernels = dict(nb.metadata.language_info), dict(IPythonKernel.language_info)
+    assert language_info.pop("version", None) and kernels.pop("version")
+    assert language_info == kernels, f"{path.name}: language_info is not what the kernel reports"
+
+
+@pytest.mark.slow
+def test_the_demo_notebooks_open_unchanged_in_jupyterlab(tmp_path: Path) -> None:
+    """``ehr-magic demo``'s copies, opened in a real JupyterLab (with the side panel) in
+    headless Chromium: once the kernel has told JupyterLab its language and spec, no
+    notebook has unsaved changes (JupyterLab writes them into the notebook on opening)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    chromium = Path(os.environ.get("EHR_MAGIC_CHROMIUM", "/usr/bin/chromium"))
+    if not chromium.exists():
+        pytest.skip(f"no Chromium at {chromium} (apt-get install chromium)")
+    from ehr_magic.cli.demo import copy_notebooks, lab_command
+
+    folder = tmp_path / "nb"
+    copied, _ = copy_notebooks(folder)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings")}
+    command = [*lab_command(folder, no_browser=True, port=port), "--ServerApp.ip=127.0.0.1",
+               f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    base = f"http://127.0.0.1:{port}"
+    with (tmp_path / "lab.log").open("wb") as log:
+        process = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5).close()
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "lab.log").read_text()
+                time.sleep(0.3)
+        opened = {}
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(chromium), headless=True,
+                                                 args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+            try:
+                for name in copied:
+                    page = browser.new_page()
+                    page.set_default_timeout(90_000)
+                    page.goto(f"{base}/lab/tree/{name}?token={token}&reset")
+                    page.wait_for_function("name => window.jupyterapp?.shell.currentWidget?.context?.path === name",
+                                           arg=name)
+                    opened[name] = page.evaluate(_OPENED_STATE)
+                    page.close()
+            finally:
+                browser.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert set(opened) >= {"quickstart.ipynb", "cohort_analysis.ipynb"}
+    for name, state in opened.items():
+        assert state["language_info"].get("version"), f"{name}: the kernel did not report its language"
+        assert not state["dirty"] and not state["dirty_tabs"], f"{name} has unsaved changes right after opening"
+
+
+# In the page: wait until the kernel's language_info and spec reached the notebook (JupyterLab's
+# handlers of these promises were registered first, so they have run), then read the dirty state.
+_OPENED_STATE = """async () => {
+    const widget = window.jupyterapp.shell.currentWidget;
+    await widget.context.ready;
+    await widget.sessionContext.ready;
+    const kernel = widget.sessionContext.session.kernel;
+    await kernel.info;
+    await kernel.spec;
+    await new Promise(resolve => setTimeout(resolve, 0));
+    return {dirty: widget.context.model.dirty, language_info: widget.context.model.getMetadata('language_info'),
+            dirty_tabs: document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty').length};
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -76,3 +76,38 @@ def test_operator_words_may_change_but_not_trade_roles() -> None:
     assert operator_role_moved([("maximum", "total"), ("total", "average")]) == "total"
     assert operator_role_moved([("first", "last"), ("last", "first")]) in ("first", "last")
     assert operator_role_moved([("10004235", "10005348")]) == ""
+
+
+def test_an_unknown_word_message_claims_only_what_was_searched(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A word that reuse's lookup columns lack, but a free-text column holds: the refusal
+    says where the word was looked for, and never that the database does not mention it."""
+    import duckdb
+
+    from ehr_magic.cli import main
+
+    path = tmp_path / "tiny.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE patients (subject_id INTEGER, gender VARCHAR)")
+        con.execute("INSERT INTO patients VALUES (1, 'female'), (2, 'male'), (3, 'female')")
+        con.execute("CREATE TABLE problems (subject_id INTEGER, note VARCHAR)")  # free text, no lookup column
+        con.execute("INSERT INTO problems VALUES (1, 'Diabetes mellitus type 2'), (2, 'Hypertension')")
+    question = "How many patients have diabetes?"
+    with connect(path) as ehr:
+        assert ehr.sql("SELECT count(*) FROM problems WHERE note ILIKE '%diabetes%'").item() == 1
+        reuser = Reuser(ehr)
+        reuser.index.detector.vocabulary.add_column("patients", "gender")  # the one lookup column
+        reuser.add(1, "How many female patients are there?",
+                   cell("SELECT COUNT(*) FROM patients WHERE gender = 'female'"))
+        result = reuser.answer(question)
+    assert not result.answered
+    assert "'diabetes', which is in no remembered question and no table or column name or description, " \
+           "nor among the values of the lookup columns of patients" in result.reason
+    assert "neither the database" not in result.reason
+
+    # the reply without a model, on the same database: no claim about the database's values either
+    monkeypatch.delenv("EHR_MAGIC_MODEL", raising=False)
+    assert main(["ask", question, "--db", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert "Memory reuse declined: the question asks about 'diabetes', which is in no remembered question and " \
+           "no table or column name or description;" in error
+    assert "neither the database" not in error

@@ -10,6 +10,7 @@ from typing import Any
 
 from ehr_magic.agent import AgentSettings, Event
 from ehr_magic.agent.steps import to_json_value
+from ehr_magic.errors import EhrMagicError
 from ehr_magic.safety.privacy import preview
 
 
@@ -69,6 +70,26 @@ def open_session(args: argparse.Namespace, ehr: Any):
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.json:
+        return _run(args)
+    try:
+        return _run(args)
+    except EhrMagicError as exc:  # still one JSON document on stdout; the exit code and stderr line as without --json
+        print(json.dumps(error_dict(args.question, str(exc)), ensure_ascii=False), flush=True)
+        raise
+    except KeyboardInterrupt:
+        print(json.dumps(error_dict(args.question, "Interrupted.")), flush=True)
+        raise
+    except Exception as exc:  # a bug: said in the JSON too, and its traceback kept
+        print(json.dumps(error_dict(args.question, f"ehr-magic failed (a bug; the traceback is on stderr): "
+                                    f"{type(exc).__name__}: {exc}"), ensure_ascii=False), flush=True)
+        raise
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.question.split():
+        raise EhrMagicError('The question is empty; write it in quotes, e.g. ehr-magic ask "How many patients '
+                            'are there?"')
     with open_database(args) as ehr:
         session = open_session(args, ehr)
         try:
@@ -88,6 +109,11 @@ def accept(session: Any, answer: Any) -> int | None:
     """Store an answer as accepted, under the question its code answers on its own."""
     return session.accept(answer.standalone_question, answer.code, knowledge=answer.knowledge,
                           answer_preview=preview(answer.answer, 500), model=answer.result.model if answer.result else None)
+
+
+def error_dict(question: str, message: str) -> dict[str, Any]:
+    """The JSON form of a question that got no answer because of an error (status ``error``)."""
+    return {"question": question, "status": "error", "message": message, "answer": None, "code": ""}
 
 
 def answer_dict(answer: Any) -> dict[str, Any]:

@@ -4,15 +4,15 @@ notebooks into a folder of the user's, and open JupyterLab on the quickstart."""
 from __future__ import annotations
 
 import argparse
-import filecmp
 import importlib.util
+import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
 import threading
+import urllib.parse
 from pathlib import Path
 
 from ehr_magic.cli.progress import progress_bar, stderr
@@ -21,6 +21,7 @@ from ehr_magic.sources.demo import demo_database
 from ehr_magic.errors import EhrMagicError
 
 QUICKSTART = "quickstart.ipynb"
+QUICKSTART_URL_PATH = "/lab/tree/" + urllib.parse.quote(QUICKSTART)  # the server's root is the notebooks' folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     with progress_bar("building the demo database") as progress:
         demo = demo_database(synthetic_only=args.synthetic, rebuild=args.rebuild, url=args.url, local=args.local,
-                             progress=progress, say=lambda line: stderr.print(line))
+                             retry_fetch=True, progress=progress, say=lambda line: stderr.print(line))
     with connect(demo.path) as ehr:
         info = ehr.info()
     print(f"Demo database: {demo.reason}")
@@ -100,23 +101,67 @@ def packaged_notebooks() -> Path:
 def copy_notebooks(folder: Path) -> tuple[list[str], list[str]]:
     """Copy the example notebooks into ``folder``; returns (copied, kept) file names.
 
-    A notebook already there is the user's (maybe edited, maybe run): it is kept.
+    A notebook already there is the user's (maybe edited, maybe run): it is kept. A copy
+    carries the ``language_info`` this Python's kernel reports, so that opening it in
+    JupyterLab changes nothing (JupyterLab writes the kernel's into the notebook, which
+    marks it unsaved when it differs).
     """
     folder.mkdir(parents=True, exist_ok=True)
     copied, kept = [], []
+    language_info = kernel_language_info()
     for source in sorted(packaged_notebooks().glob("*.ipynb")):
         target = folder / source.name
-        if target.exists() and not filecmp.cmp(source, target, shallow=False):
-            kept.append(source.name)
-            continue
-        shutil.copyfile(source, target)
+        text = for_this_kernel(source.read_text(encoding="utf-8"), language_info)
+        if target.exists():
+            present = target.read_text(encoding="utf-8", errors="replace")
+            if present == text:
+                copied.append(source.name)
+                continue
+            if not _same_notebook(present, text):
+                kept.append(source.name)
+                continue
+        target.write_text(text, encoding="utf-8")
         copied.append(source.name)
     return copied, kept
 
 
+def kernel_language_info() -> dict | None:
+    """The ``language_info`` a Python kernel of this interpreter reports (None without ipykernel)."""
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+    except ImportError:
+        return None
+    return json.loads(json.dumps(IPythonKernel.language_info))
+
+
+def for_this_kernel(text: str, language_info: dict | None) -> str:
+    """A notebook's text with ``language_info`` in its metadata, as nbformat writes it
+    (the shipped notebooks are in that form, so only the version may change)."""
+    if language_info is None:
+        return text
+    notebook = json.loads(text)
+    notebook["metadata"]["language_info"] = language_info
+    return json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def _same_notebook(present: str, shipped: str) -> bool:
+    """Whether ``present`` is a copy of ``shipped`` for another kernel (an earlier copy), not the user's."""
+    try:
+        mine, theirs = json.loads(present), json.loads(shipped)
+        for notebook in (mine, theirs):
+            notebook["metadata"].pop("language_info", None)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return mine == theirs
+
+
 def lab_command(folder: Path, *, no_browser: bool = False, port: int | None = None) -> list[str]:
-    """The command that serves ``folder`` and opens the quickstart in JupyterLab."""
-    command = [sys.executable, "-m", "jupyterlab", QUICKSTART, f"--ServerApp.root_dir={folder}"]
+    """The command that serves ``folder`` and opens the quickstart in JupyterLab.
+
+    The URL JupyterLab prints (and a browser opens) is the quickstart's, not the Launcher's:
+    its default URL names the notebook, relative to the server root (``folder``)."""
+    command = [sys.executable, "-m", "jupyterlab", QUICKSTART, f"--ServerApp.root_dir={folder}",
+               f"--LabApp.default_url={QUICKSTART_URL_PATH}"]
     if no_browser:
         command.append("--no-browser")
     if port is not None:

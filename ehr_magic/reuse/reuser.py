@@ -173,8 +173,7 @@ class Reuser:
             reason = match.reason or "no remembered cell fits"
             unknown = unknown_words(question, self.index.known_words())
             if unknown:
-                reason = (f"the question asks about {', '.join(repr(w) for w in unknown)}, which neither the "
-                          f"database nor any remembered question mentions; {reason}")
+                reason = f"{unknown_words_reason(unknown, self.index.detector.vocabulary.columns)}; {reason}"
             return ReuseResult(question, "abstained", reason=reason, score=match.score)
         best = match.best
         assert best is not None
@@ -183,8 +182,7 @@ class Reuser:
         if unknown:
             # the rest of the words may match a cell, but what it asks for is recorded nowhere
             return ReuseResult(question, "abstained", score=match.score, entry_id=best.template.entry_id,
-                               reason=f"the question asks about {', '.join(repr(w) for w in unknown)}, which "
-                               "neither the database nor any remembered question mentions")
+                               reason=unknown_words_reason(unknown))
         return self._run(question, best)
 
     def _run(self, question: str, candidate: Candidate) -> ReuseResult:
@@ -234,6 +232,20 @@ class Reuser:
             ok = execution.ok and execution.has_answer and not is_empty_answer(execution.answer)
             self._own_answers[key] = zero_answer(execution.answer) if ok else None
         return self._own_answers[key]
+
+
+def unknown_words_reason(words: list[str], lookup_columns: Iterable[tuple[str, str]] | None = None) -> str:
+    """Why ``words`` excuse a refusal, naming only where they were looked for: remembered
+    questions, the schema (names and descriptions) and, when given, the values of the
+    lookup columns (by their tables). The rest of the database's values were not searched."""
+    said = ", ".join(repr(w) for w in words)
+    reason = (f"the question asks about {said}, which is in no remembered question and no table or column "
+              "name or description")
+    tables = sorted({table for table, _ in lookup_columns or ()})
+    if tables:
+        shown = ", ".join(tables[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
+        reason += f", nor among the values of the lookup columns of {shown}"
+    return reason
 
 
 def zero_answer(answer: Any) -> bool:

@@ -6,15 +6,22 @@ It is never built from a partial copy: an unfinished download is resumed, or ref
 with one sentence while the demo falls back to synthetic data. A database built from a
 partial copy by an older version is detected (its metadata lists missing tables),
 removed and rebuilt when the files allow.
+
+A failed download is remembered (``fetch-failed.json`` in the cache, with when and why):
+the starts after it (``%load_ext``, ``ask`` without ``--db``) use the fallback quietly,
+without the network, until ``ehr-magic demo`` (``retry_fetch``), a download from another
+URL or ``ehr-magic data fetch`` (which fills the cache) tries again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -41,6 +48,11 @@ class DemoDatabase:
 
 def demo_dir() -> Path:
     return cache_dir() / "demo"
+
+
+def failed_fetch_marker() -> Path:
+    """Where a failed download of the MIMIC-IV demo is remembered (JSON: when, url, why)."""
+    return demo_dir() / "fetch-failed.json"
 
 
 def default_target() -> str:
@@ -79,19 +91,23 @@ def demo_database(
     rebuild: bool = False,
     url: str | None = None,
     local: Sequence[str | os.PathLike[str]] | None = None,
+    retry_fetch: bool = False,
     progress: Progress | None = None,
     say: Callable[[str], None] = log.info,
 ) -> DemoDatabase:
     """Find or build the demo database, preferring the real MIMIC-IV demo.
 
     ``local`` names folders holding a copy of the MIMIC-IV demo: it is verified and
-    built (``DataSourceError`` in one sentence if it is incomplete or corrupt).
+    built (``DataSourceError`` in one sentence if it is incomplete or corrupt). A download
+    that failed before is not tried again (and nothing is said beyond the reason) unless
+    ``retry_fetch`` or ``rebuild``, or the URL differs from the one that failed.
     """
     real = demo_dir() / "mimic-iv-demo.duckdb"
     if local:
         copy = fetch.verify_local_copy(list(local))
         _say_unverified(copy, say)
         _build(copy, real, progress)
+        failed_fetch_marker().unlink(missing_ok=True)
         return DemoDatabase(real, "mimic-iv-demo", f"the MIMIC-IV demo from {_folders(copy)}")
     why = "requested"  # the reason reads "..., as requested"
     if not synthetic_only:
@@ -102,53 +118,83 @@ def demo_database(
             say(f"The cached demo database {real} was built from an incomplete copy of the MIMIC-IV demo "
                 f"(it lacks {_some(gaps)}), so it was removed; it is rebuilt once a complete copy is at hand.")
             _remove(real)
-        copy, why = _demo_files(url, say)
+        copy, why, quiet = _demo_files(url, say, retry=retry_fetch or rebuild)
         if copy is not None:
             _build(copy, real, progress)
+            failed_fetch_marker().unlink(missing_ok=True)
             return DemoDatabase(real, "mimic-iv-demo", f"the MIMIC-IV demo from {_folders(copy)}")
-        say(f"The demo uses synthetic MIMIC-IV-shaped data instead; {LOCAL_COPY_HINT}.")
+        if not quiet:
+            say(f"The demo uses synthetic MIMIC-IV-shaped data instead; {LOCAL_COPY_HINT}.")
     path = synthetic_database(rebuild=rebuild, progress=progress)
     return DemoDatabase(path, "synthetic", f"synthetic MIMIC-IV-shaped data, 100 patients, as {why}")
 
 
-def _demo_files(url: str | None, say: Callable[[str], None]) -> tuple[fetch.LocalCopy | None, str]:
+def _demo_files(url: str | None, say: Callable[[str], None], *,
+                retry: bool) -> tuple[fetch.LocalCopy | None, str, bool]:
     """A verified copy of the demo's files: EHR_MAGIC_DEMO_DIR, the cache, or a fresh or
-    resumed fetch; else None and why not (a few words)."""
+    resumed fetch; else None, why not (a few words) and whether nothing was said (a
+    download that failed before, not tried again)."""
     local = os.environ.get("EHR_MAGIC_DEMO_DIR")
     if local:
         try:
-            return _verified(local.split(os.pathsep), say), ""
+            return _verified(local.split(os.pathsep), say), "", False
         except DataSourceError as exc:
             say(f"EHR_MAGIC_DEMO_DIR does not hold a usable MIMIC-IV demo: {exc}")
-            return None, "EHR_MAGIC_DEMO_DIR holds no complete MIMIC-IV demo"
+            return None, "EHR_MAGIC_DEMO_DIR holds no complete MIMIC-IV demo", False
     cached = fetch.default_demo_dir()
     if fetch.cache_is_complete(cached):
         try:
-            return _verified([cached], say), ""
+            return _verified([cached], say), "", False
         except DataSourceError as exc:
             say(f"The cached copy of the MIMIC-IV demo is not usable: {exc}")
             (cached / fetch.COMPLETE_MARKER).unlink(missing_ok=True)  # fetch again, as for a partial copy
     partial = fetch.cache_has_files(cached)
     source = url or fetch.demo_url()
+    failed = _failed_fetch()
+    if failed is not None and not retry and failed.get("url") == source:
+        day = str(failed.get("when", ""))[:10] or "an earlier start"
+        if partial:
+            return None, "the MIMIC-IV demo download is unfinished (`ehr-magic demo` resumes it)", True
+        return None, f"the MIMIC-IV demo could not be fetched on {day} (`ehr-magic demo` tries again)", True
     say(f"Resuming the unfinished download of the MIMIC-IV demo from {source} ..." if partial
         else f"Fetching the MIMIC-IV demo from {source} ...")
     try:
         report = fetch.fetch_mimic_iv_demo(url, cached, timeout=10)
     except DataSourceError as exc:
+        _remember_failed_fetch(source, str(exc))
         if partial or fetch.cache_has_files(cached):
             say(f"The MIMIC-IV demo download in {cached} is unfinished, so no database was built from it: {exc}")
-            return None, "the MIMIC-IV demo download is unfinished"
+            return None, "the MIMIC-IV demo download is unfinished", False
         say(f"Could not fetch the MIMIC-IV demo: {exc}")
-        return None, "the MIMIC-IV demo could not be fetched"
+        return None, "the MIMIC-IV demo could not be fetched", False
     if report.missing_on_server:
-        say(f"{source} lacks {', '.join(report.missing_on_server)}, so the MIMIC-IV demo is incomplete "
-            "and no database was built from it.")
-        return None, "the MIMIC-IV demo download is incomplete"
+        why = (f"{source} lacks {', '.join(report.missing_on_server)}, so the MIMIC-IV demo is incomplete "
+               "and no database was built from it.")
+        _remember_failed_fetch(source, why)
+        say(why)
+        return None, "the MIMIC-IV demo download is incomplete", False
     try:
-        return _verified([cached], say), ""
+        return _verified([cached], say), "", False
     except DataSourceError as exc:
+        _remember_failed_fetch(source, str(exc))
         say(str(exc))
-        return None, "the MIMIC-IV demo download is incomplete"
+        return None, "the MIMIC-IV demo download is incomplete", False
+
+
+def _failed_fetch() -> dict | None:
+    """The remembered failed download (when, url, why), or None."""
+    try:
+        failed = json.loads(failed_fetch_marker().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return failed if isinstance(failed, dict) else None
+
+
+def _remember_failed_fetch(url: str, why: str) -> None:
+    marker = failed_fetch_marker()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    marker.write_text(json.dumps({"when": when, "url": url, "why": why}, indent=1) + "\n", encoding="utf-8")
 
 
 def _verified(dirs: list[str | os.PathLike[str]], say: Callable[[str], None]) -> fetch.LocalCopy:
