@@ -46,9 +46,10 @@ Mode = Literal["auto", "agent", "memory"]
 MODES: tuple[str, ...] = ("auto", "agent", "memory")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Answer:
-    """What the front ends show: the answer, its code and where it came from."""
+    """What the front ends show: the answer, its code and where it came from. Built with
+    keywords only: eleven fields in a row are too easy to shift by one."""
 
     question: str
     status: str  # answered | clarify | abstained | failed | generated
@@ -162,10 +163,10 @@ class Session:
             if reused is not None:
                 return self._finish(reused, started, level)
             if self.mode == "memory":
-                return self._finish(Answer(question, "abstained", message=declined or "Nothing in memory answers this.",
-                                           source="memory"), started, level)
+                return self._finish(Answer(question=question, status="abstained", source="memory",
+                                           message=declined or "Nothing in memory answers this."), started, level)
         elif self.mode == "memory":
-            return self._finish(Answer(question, "abstained", source="memory",
+            return self._finish(Answer(question=question, status="abstained", source="memory",
                                        message="Memory mode answers without a model, and this follow-up needs one."),
                                 started, level)
         try:
@@ -186,8 +187,9 @@ class Session:
                       skill_cards=skills.prompt_section)
         result = agent.run(question, on_event=on_event, conversation_context=context)
         standalone = result.standalone_question if not context.empty and result.standalone_question else question
-        answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
-                        "agent", None, result, result.namespace, standalone=standalone,
+        answer = Answer(question=question, status=result.status, answer=result.answer, code=result.code,
+                        knowledge=result.knowledge, message=result.message, source="agent", entry_id=None,
+                        result=result, namespace=result.namespace, standalone=standalone,
                         variables=[d.name for d in described],
                         notes=[d.note for d in described if d.note])
         if self.store_auto and result.status == "answered" and self.memory is not None:
@@ -266,7 +268,7 @@ class Session:
         """A clear sentence instead of a model call, for questions that cannot be read."""
         if missing:
             names = ", ".join(f"`{name}`" for name in missing)
-            return Answer(question, "clarify", source="session", message=(
+            return Answer(question=question, status="clarify", source="session", message=(
                 f"There is no variable {names} in the notebook (any more): run the cell that defines it, "
                 "or ask without it."))
         # Wording alone never refuses: "patients of the same age" or "and then" start many first
@@ -317,8 +319,9 @@ class Session:
         if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
             return None  # the stored code no longer works here: generate anew
         self.memory.mark_used([entry.id])
-        return Answer(question, "answered", execution.answer, entry.code, entry.knowledge,
-                      f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
+        return Answer(question=question, status="answered", answer=execution.answer, code=entry.code,
+                      knowledge=entry.knowledge, message=f"reused accepted cell #{entry.id} (no model call)",
+                      source="memory", entry_id=entry.id,
                       namespace={k: v for k, v in namespace.items()
                                  if not k.startswith("__") and not (k in shared and shared[k] is v)})
 
@@ -349,12 +352,13 @@ class Session:
                 entry_knowledge = self.memory.get(result.entry_id).knowledge
             except Exception:  # noqa: BLE001 - the entry may have been deleted meanwhile
                 pass
-            return Answer(question, "answered", result.answer, result.code, entry_knowledge, result.message,
-                          "memory", result.entry_id, namespace=result.namespace,
+            return Answer(question=question, status="answered", answer=result.answer, code=result.code,
+                          knowledge=entry_knowledge, message=result.message, source="memory",
+                          entry_id=result.entry_id, namespace=result.namespace,
                           substitutions=list(result.substitutions)), None
         if result.unanswerable:
-            return Answer(question, "abstained", message=f"This database cannot answer that: {result.reason}.",
-                          source="memory"), None
+            return Answer(question=question, status="abstained", source="memory",
+                          message=f"This database cannot answer that: {result.reason}."), None
         return None, f"Memory reuse declined: {result.reason}."
 
     def accept(self, question: str, code: str, *, generated_code: str | None = None, knowledge: str = "",
