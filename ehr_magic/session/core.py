@@ -2,9 +2,9 @@
 ``ehr-magic chat`` and ``ehr-magic eval`` (its agent and memory modes).
 
 A session owns the ``ehr``, the model client, memory and reuse, the privacy level, the
-run mode, the conversation, and in a notebook everything after an answer: the cell it
-offers (``ehr_magic.session.cells``), the cells waiting to be accepted or rejected, and the
-history of the kernel's questions. ``Session.ask(question)`` tries, in order:
+run mode, the conversation, and in a notebook everything after an answer (``session.cells``,
+a ``NotebookCells``): the cell it offers, the cells waiting to be accepted or rejected, and
+the history of the kernel's questions. ``Session.ask(question)`` tries, in order:
 
 1. an accepted cell for exactly this question: run it as it is (no model call);
 2. reuse with substitution (``ehr_magic.reuse``): a remembered cell of the same kind
@@ -38,7 +38,7 @@ from ehr_magic.safety import privacy
 from ehr_magic.safety.privacy import preview
 from ehr_magic.session import variables as notebook
 from ehr_magic.session.answer import Answer
-from ehr_magic.session.cells import HistoryItem, Offered, PendingCell, cell_body, new_token, with_marker
+from ehr_magic.session.cells import HistoryItem, NotebookCells
 from ehr_magic.session.conversation import Conversation, Turn, answer_shape, describe_answer, looks_like_follow_up
 
 Mode = Literal["auto", "agent", "memory"]
@@ -68,9 +68,7 @@ class Session:
         self._llm_key: tuple | None = None
         self._reuser = reuser
         self.description = ""  # one line about the connected database (``connect``)
-        self.pending: dict[str, PendingCell] = {}  # cells offered, by token
-        self.history: list[HistoryItem] = []
-        self.last_accepted: tuple[str, str] | None = None  # (question, code) of the last accepted cell
+        self.cells = NotebookCells(self)  # offered, accepted and rejected cells; the kernel's history
 
     # -- database and memory -------------------------------------------------------------
 
@@ -175,62 +173,10 @@ class Session:
             answer = self.ask(question, **options)
         except BaseException as exc:
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-            self.history.append(HistoryItem(question, status, "agent", time.perf_counter() - started))
+            self.cells.history.append(HistoryItem(question, status, "agent", time.perf_counter() - started))
             raise
-        answer.offered = self.offer(answer)
+        answer.offered = self.cells.offer(answer)
         return answer
-
-    def offer(self, answer: Answer) -> Offered:
-        """Record ``answer`` in the history and offer its code as a cell: marked, ending on a
-        line that shows the answer, and waiting to be accepted. Only new code (generated, or
-        a remembered cell adapted to new values) is to be inserted; an accepted cell reused as
-        it is already stands in the notebook."""
-        self.history.append(HistoryItem(answer.question, answer.status, answer.source, answer.seconds))
-        if answer.status not in ("answered", "generated"):
-            return Offered(None)
-        token = new_token()
-        answer.code = cell_body(answer.code)
-        self.pending[token] = PendingCell(
-            token, answer.standalone_question, answer.code, answer.knowledge,
-            answer.result.model if answer.result else "",
-            preview(answer.answer, 500) if answer.status == "answered" else "", entry_id=answer.entry_id)
-        return Offered(token, with_marker(token, answer.standalone_question, answer.code),
-                       insert=answer.source == "agent" or bool(answer.substitutions))
-
-    def offer_entry(self, entry: Any) -> Offered:
-        """Offer a memory entry's code as a cell (the panel's memory list)."""
-        token = new_token()
-        self.pending[token] = PendingCell(token, entry.question, entry.code, entry.knowledge, entry.model or "",
-                                          entry.answer_preview)
-        return Offered(token, with_marker(token, entry.question, entry.code))
-
-    def accept_cell(self, token: str, question: str, code: str) -> int | None:
-        """Store a marked cell that ran successfully (a rejected one never); returns the memory entry id."""
-        pending = self.pending.get(token)
-        if self.ehr is None or (pending is not None and pending.rejected):
-            return None
-        entry_id = self.accept(
-            question, code.strip(),
-            generated_code=pending.code.strip() if pending else None,
-            knowledge=pending.knowledge if pending else "",
-            answer_preview=pending.answer_preview if pending else "",
-            model=pending.model if pending else None)
-        if pending is not None:
-            pending.entry_id = entry_id
-        self.last_accepted = (question, code.strip())
-        return entry_id
-
-    def reject(self, token: str) -> None:
-        """Reject an offered cell: it is never stored, and the automatic memory entry its
-        answer made (``store_auto``) is deleted."""
-        cell = self.pending.get(token)
-        if cell is None:
-            return
-        cell.rejected = True
-        if cell.entry_id is not None and self.memory is not None:
-            if self.memory.get(cell.entry_id).origin == "auto":
-                self.memory.delete(cell.entry_id)
-            cell.entry_id = None
 
     def _refusal(self, question: str, missing: list[str]) -> Answer | None:
         """A clear sentence instead of a model call, for questions that cannot be read."""
@@ -328,15 +274,6 @@ class Session:
             return Answer(question=question, status="abstained", source="memory",
                           message=f"This database cannot answer that: {result.reason}."), None
         return None, f"Memory reuse declined: {result.reason}."
-
-    def accept(self, question: str, code: str, *, generated_code: str | None = None, knowledge: str = "",
-               answer_preview: str = "", model: str | None = None) -> int | None:
-        """Store an accepted cell (the code actually run) under its standalone question."""
-        if self.memory is None:
-            return None
-        return self.memory.add(question, code, knowledge=knowledge, origin="accepted", schema=self.ehr.schema,
-                               dataset=self.ehr.dataset, answer_preview=answer_preview, model=model,
-                               generated_code=generated_code if generated_code and generated_code != code else None)
 
     # -- knowledge ---------------------------------------------------------------------
 
