@@ -30,6 +30,7 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
+from ehr_magic import files
 from ehr_magic.errors import DataSourceError
 
 ROW_ID = "row_id"
@@ -351,9 +352,7 @@ def build(style: str, out: os.PathLike[str] | str, source: os.PathLike[str] | st
         write_csv_folder(renamed, names, out)
     facts = truth(names, dataset / "tables.json", dataset)
     target = out.with_name(out.name + ".truth.json")
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(facts, indent=1))
-    partial.replace(target)
+    files.write_text(target, json.dumps(facts, indent=1))
     return target
 
 

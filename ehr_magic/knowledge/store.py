@@ -32,6 +32,7 @@ import sqlglot
 from rapidfuzz import process
 from sqlglot import exp
 
+from ehr_magic import files
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.text import parse_time
 from ehr_magic.knowledge.handle import Database
@@ -100,7 +101,7 @@ def write_for_edit(ehr: Database, out: str | os.PathLike[str] | None = None) -> 
         with contextlib.suppress(OSError, UnicodeDecodeError):
             if path.read_text(encoding="utf-8") != text:
                 return EditFile(path, written=False)
-    write_text_atomic(path, text)
+    files.write_text(path, text)
     return EditFile(path, written=True)
 
 
@@ -109,19 +110,6 @@ def knowledge_of(ehr: Database) -> Knowledge:
         raise EhrMagicError(f"{ehr.location} (schema {ehr.schema}) has no knowledge to export; "
                             "write one and import it.")
     return ehr.knowledge
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file renamed over it: never half written."""
-    if not path.parent.is_dir():
-        raise EhrMagicError(f"Folder {path.parent} does not exist; create it or choose another file.")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 # -- importing ---------------------------------------------------------------------------------

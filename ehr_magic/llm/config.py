@@ -19,12 +19,12 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from ehr_magic import files
 from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.paths import config_dir
 
@@ -468,15 +468,5 @@ def save_setting(key: str, value: Any, *, config_file: Path | None = None) -> Pa
         new_text = _dump_toml(expected)
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(new_text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.write_text(path, new_text, private=True)
     return path
