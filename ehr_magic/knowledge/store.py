@@ -33,6 +33,7 @@ from rapidfuzz import process
 from sqlglot import exp
 
 from ehr_magic import files
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.text import parse_time
 from ehr_magic.knowledge.handle import Database
@@ -134,7 +135,7 @@ def prepare_import(ehr: Database, source: str | os.PathLike[str]) -> Prepared:
     found = problems(parsed, ehr)
     now = None
     if parsed.clock and not any(p.startswith("The clock") for p in found):
-        now = clock_time(parsed.clock, lambda t, c: ehr.sql(f'SELECT max("{c}") FROM "{t}"').item())
+        now = clock_time(parsed.clock, lambda t, c: ehr.sql(f"SELECT max({quote(c)}) FROM {quote(t)}").item())
         if is_url(ehr.path) and ehr.clock is not None and now != ehr.now:
             found.append(f"The clock {parsed.clock!r} differs from the clock of the server's database "
                          f"({ehr.now:%Y-%m-%d %H:%M:%S}), which only a new load can change "
@@ -259,8 +260,8 @@ def _kind(dtype: str) -> str:
 
 
 def _key_problems(ehr: Database, table: str, key: str) -> list[str]:
-    repeated, empty = ehr.sql(f'SELECT count("{key}") - count(DISTINCT "{key}") AS repeated, '
-                              f'count(*) - count("{key}") AS empty FROM "{table}"').row(0)
+    repeated, empty = ehr.sql(f"SELECT count({quote(key)}) - count(DISTINCT {quote(key)}) AS repeated, "
+                              f"count(*) - count({quote(key)}) AS empty FROM {quote(table)}").row(0)
     if not repeated and not empty:
         return []
     what = [f"{repeated:,} rows repeat a value" if repeated else "", f"{empty:,} rows have none" if empty else ""]
