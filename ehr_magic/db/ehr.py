@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from rapidfuzz import process
 
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.db.clock import Clock, Unit
-from ehr_magic.text import parse_time
+from ehr_magic.text import closest, parse_time
 from ehr_magic.linking.found import Found
 from ehr_magic.linking.lookup import Vocabulary, VocabularyCache
 from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
@@ -318,8 +317,8 @@ class EHR:
         lowered = str(name).lower()
         if lowered in self._table_columns:
             return lowered
-        close = process.extractOne(lowered, list(self._table_columns))
-        hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
+        close = closest(lowered, self._table_columns)
+        hint = f" Did you mean {close!r}?" if close else ""
         raise EhrMagicError(f"No table {name!r} in {self.dataset}.{hint} See ehr.tables().")
 
     def _recognised_schema(self) -> str:

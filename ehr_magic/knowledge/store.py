@@ -29,13 +29,12 @@ from typing import Any
 
 import duckdb
 import sqlglot
-from rapidfuzz import process
 from sqlglot import exp
 
 from ehr_magic import files
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge import model as knowledge_files
-from ehr_magic.text import parse_time
+from ehr_magic.text import closest, parse_time
 from ehr_magic.knowledge.handle import Database
 from ehr_magic.knowledge.model import CONFIRMED, Knowledge, TableInfo, join_target
 from ehr_magic.engines import is_url, publish
@@ -308,8 +307,8 @@ def clock_time(clock: str, latest: Latest) -> dt.datetime:
 
 
 def _hint(name: str, choices: Iterable[str]) -> str:
-    close = process.extractOne(name, list(choices)) if choices else None
-    return f" (did you mean {close[0]!r}?)" if close and close[1] >= 70 else ""
+    close = closest(name, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _declared_schema(text: str) -> str | None:

@@ -16,7 +16,6 @@ base URL is configured, ``openai`` otherwise. A missing setting raises one
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import tomllib
@@ -27,6 +26,7 @@ from typing import Any, Literal, Mapping
 from ehr_magic import files
 from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.paths import config_dir
+from ehr_magic.text import closest
 
 Provider = Literal["openai", "azure", "compatible"]
 PROVIDERS: tuple[str, ...] = ("openai", "azure", "compatible")
@@ -118,8 +118,8 @@ def read_config_file(path: Path | None = None) -> dict[str, Any]:
 def _check_keys(values: Mapping[str, Any], where: str) -> None:
     for key in values:
         if key not in SETTING_KEYS:
-            close = difflib.get_close_matches(key, SETTING_KEYS, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"valid keys are {', '.join(SETTING_KEYS)}."
+            close = closest(key, SETTING_KEYS)
+            hint = f"did you mean '{close}'?" if close else f"valid keys are {', '.join(SETTING_KEYS)}."
             raise ConfigError(f"Unknown setting '{key}' {where}: {hint}")
 
 
