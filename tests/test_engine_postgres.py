@@ -300,7 +300,7 @@ def test_memory_accepted_on_duckdb_answers_on_postgres(duck, pg, tmp_path: Path,
 
     store = MemoryStore(tmp_path / "memory.sqlite")
     question = "How many patients are there?"
-    Session(duck, memory=store).accept(question, COUNT_CODE)
+    Session(duck, memory=store).cells.remember(question, COUNT_CODE)
     answer = Session(pg, memory=store).ask(question)
     assert answer.source == "memory" and answer.answer == duck.count("patients")
     assert fake_llm.chat_requests() == []  # no model call

@@ -71,7 +71,7 @@ def test_fetch_verifies_and_resumes(serve, tmp_path: Path) -> None:
     sums = fetch.parse_checksums((MIMIC_IV_DEMO / "SHA256SUMS.txt").read_text())
     for name in report.downloaded:
         assert hashlib.sha256((target / name).read_bytes()).hexdigest() == sums[name]
-    assert not list(target.rglob("*.part"))
+    assert not list(target.rglob(".*"))  # no temporary file left
     again = fetch.fetch_mimic_iv_demo(url, target)
     assert again.downloaded == [] and len(again.already_present) == len(report.downloaded)
 
@@ -90,7 +90,7 @@ def test_checksum_mismatch_is_not_kept(serve, tmp_path: Path) -> None:
     with pytest.raises(DataSourceError, match="Checksum mismatch for admissions.csv.gz"):
         fetch.fetch_mimic_iv_demo(serve(mirror), target)
     assert not (target / "hosp" / "admissions.csv.gz").exists()
-    assert not list(target.rglob("*.part"))
+    assert not list(target.rglob(".*"))  # no temporary file left
 
 
 def test_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
@@ -146,7 +146,7 @@ def test_an_interrupted_fetch_is_neither_built_nor_announced(serve, tmp_path: Pa
     assert any(f"The download of {_DroppingHandler.dropped} broke off" in line for line in said), "\n".join(said)
     cached = fetch.default_demo_dir()
     assert (cached / "hosp" / "patients.csv.gz").is_file()  # kept, to resume from
-    assert not (cached / fetch.COMPLETE_MARKER).exists() and not list(cached.rglob("*.part"))
+    assert not (cached / fetch.COMPLETE_MARKER).exists() and not list(cached.rglob(".*"))
 
     # The next connect: %load_ext in a real IPython shell, the network gone.
     monkeypatch.setenv("EHR_MAGIC_DEMO_URL", UNREACHABLE)

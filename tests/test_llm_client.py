@@ -656,6 +656,54 @@ def test_save_setting_round_trips_and_keeps_comments(monkeypatch: pytest.MonkeyP
     assert "base_url" not in path.read_text()
 
 
+HAND_WRITTEN = """\
+# ehr-magic settings, written by hand
+[memory]  # where cells are kept
+enabled = true  # on for every kernel
+
+[llm]
+# the hospital's gateway
+model = "old-model"  # the usual one
+base_url = "http://gateway.local/v1"
+timeout = 10
+
+[notes.gateway]  # for colleagues, kept as it is
+owners = [
+  "data team",  # first call
+  "it desk",
+]
+"""
+
+
+def test_save_setting_keeps_the_users_comments_layout_and_other_sections() -> None:
+    path = write_config(HAND_WRITTEN)
+    save_setting("model", "gpt-4o")
+    save_setting("temperature", 0.2)
+    save_setting("base_url", None)
+    assert path.read_text() == HAND_WRITTEN.replace('"old-model"', '"gpt-4o"').replace(
+        'base_url = "http://gateway.local/v1"\ntimeout = 10\n', "timeout = 10\ntemperature = 0.2\n")
+    settings = resolve_settings(api_key="sk-test")
+    assert (settings.model, settings.temperature, settings.timeout) == ("gpt-4o", 0.2, 10.0)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("layout", ['llm.model = "old"  # a dotted key\n', 'llm = { model = "old" }  # inline\n'])
+def test_save_setting_keeps_comments_in_any_layout(layout: str) -> None:
+    """Layouts the old line editor could not edit made it rewrite the file without its comments."""
+    path = write_config(f"# top comment\n{layout}\n[memory]\nenabled = true  # stays\n")
+    save_setting("timeout", 30)
+    text = path.read_text()
+    assert "# top comment" in text and "enabled = true  # stays" in text and layout.split("#")[1] in text
+    assert (resolve_settings(api_key="sk-test").model, resolve_settings(api_key="sk-test").timeout) == ("old", 30.0)
+
+
+def test_save_setting_refuses_an_llm_that_is_not_a_table() -> None:
+    path = write_config('llm = "gpt-4o"  # a mistake\n')
+    with pytest.raises(ConfigError, match=r"'llm' must be a table \(\[llm\]\) with one key per setting"):
+        save_setting("model", "gpt-4o")
+    assert path.read_text() == 'llm = "gpt-4o"  # a mistake\n'
+
+
 def test_save_setting_creates_the_file() -> None:
     path = save_setting("model", "gpt-4o")
     assert path == config_path()

@@ -185,6 +185,14 @@ def test_line_commands(ip, fake_llm, capsys, tmp_path) -> None:
     assert "steps = 3" in capsys.readouterr().out
     ip.run_line_magic("ehr", "help")
     assert "%ehr connect" in capsys.readouterr().out
+    from ehr_magic.llm import config_path
+
+    config = config_path()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('# mine\n[llm]\nmodel = "old"  # the usual one\n\n[memory]\nenabled = true\n')
+    ip.run_line_magic("ehr", "config model gpt-4o --save")  # edits the file, keeping its comments
+    assert config.read_text() == '# mine\n[llm]\nmodel = "gpt-4o"  # the usual one\n\n[memory]\nenabled = true\n'
+    assert f"saved to {config}" in capsys.readouterr().out
     result = ip.run_cell("%ehr nonsense")  # a usage error: a message, no traceback
     captured = capsys.readouterr()
     assert not result.success and "Unknown command 'nonsense'" in captured.err + captured.out

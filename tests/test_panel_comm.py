@@ -287,7 +287,7 @@ def test_interrupt_during_ask_is_an_error_reply(ip, panel, monkeypatch) -> None:
     error = panel.error("ask", question="Slow?")
     assert error["code"] == "interrupted"
     # the session records it, for the panel as for the magic: interrupted, not an error
-    assert ip._ehr_magic[0].session.history[-1].status == "interrupted"
+    assert ip._ehr_magic[0].session.cells.history[-1].status == "interrupted"
     assert "_examples" not in vars(ip._ehr_magic[0].session)  # nothing patches the session to watch examples
 
 
@@ -648,17 +648,17 @@ def test_the_magic_and_the_panel_give_the_same_session_results(ip, panel, fake_l
     def conversation(ask, store: str) -> dict:
         ip.run_line_magic("config", f"EhrMagics.memory = {str(tmp_path / store)!r}")
         ip.run_line_magic("ehr", "new")
-        history_from = len(session.history)
+        history_from = len(session.cells.history)
         fake_llm.enqueue(fenced(COUNT_CODE), f"Standalone question: {women}\n" + fenced(women_code))
         first = ask("How many patients are there?")
         assert ip.run_cell(first[2]).success  # the analyst runs the offered cell: accepted into memory
         turns = [first[:2], ask("now only the women")[:2], ask("How many patients are there?")[:2]]
         return {
             "turns": turns,
-            "history": [(h.question, h.status, h.source) for h in session.history[history_from:]],
+            "history": [(h.question, h.status, h.source) for h in session.cells.history[history_from:]],
             "conversation": [(t.question, t.standalone, t.status, t.code, t.answer, t.source)
                              for t in session.conversation.turns],
-            "waiting": [(c.question, c.code, c.answer_preview) for c in list(session.pending.values())[-3:]],
+            "waiting": [(c.question, c.code, c.answer_preview) for c in list(session.cells.pending.values())[-3:]],
         }
 
     magic = conversation(by_magic, "magic.sqlite")

@@ -22,7 +22,7 @@ RDW = ('answer = ehr.sql("""\nSELECT labevents.valuenum FROM labevents WHERE lab
 def assistant(ehrsql_db: Path, tmp_path: Path):
     with connect(ehrsql_db) as ehr, MemoryStore(tmp_path / "memory.sqlite") as store:
         assistant = Session(ehr, memory=store)
-        assistant.accept("What was the last RDW of patient 10004235?", RDW)
+        assistant.cells.remember("What was the last RDW of patient 10004235?", RDW)
         yield assistant
 
 

@@ -123,3 +123,23 @@ def test_aggregate_words(detector) -> None:
     found = detector.detect("the highest heart rate and the average weight, not the total number of visits")
     ops = [(v.text, v.value, v.renderings["sql"]) for v in found.values if v.kind == "op"]
     assert ops == [("highest", "max", "MAX"), ("average", "avg", "AVG")]
+
+
+def test_table_and_column_names_are_quoted_in_every_check(tmp_path: Path) -> None:
+    """A table or column named with a quote or a space is still one name in the SQL reuse runs."""
+    from ehr_magic.db.build import building, write_metadata
+
+    path = tmp_path / "odd.duckdb"
+    with building(path) as con:
+        con.execute('CREATE TABLE "rx ""orders""" ("subject id" BIGINT, "drug ""name""" VARCHAR)')
+        con.execute('INSERT INTO "rx ""orders""" VALUES (7, \'heparin\'), (8, \'aspirin ec\')')
+        write_metadata(con, schema="odd_test", source="test", now="2100-12-31 23:59:00", dataset="odd")
+    with connect(path) as ehr:
+        detector = ValueDetector(ehr)
+        assert detector.vocabulary.add_column('rx "orders"', 'drug "name"')
+        detector.add_id_column("subject id", 'rx "orders"')
+        detector.entity_words["patient"] = "subject id"
+        found = detector.detect("How was heparin given to patient 7?")
+        assert {v.value for v in found.vocab} == {"heparin"}
+        assert [(v.type, v.value) for v in found.values if v.kind == "id"] == [("id:subject id", "7")]
+        assert detector.detect("How was heparin given to patient 9?").unknown_ids == [("patient", "9")]

@@ -25,7 +25,38 @@ def test_only_the_session_constructs_an_agent() -> None:
                 name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
                 if name == "Agent":
                     builders.append(path.relative_to(PACKAGE).as_posix())
-    assert builders == ["session/core.py"]
+    assert builders == ["session/strategies.py"]
+
+
+def test_each_mode_is_an_ordered_list_of_strategies_and_the_first_answer_wins() -> None:
+    from ehr_magic.session import Answer, Session
+    from ehr_magic.session.strategies import AdaptedReuse, AgentAnswer, ExactReuse, MemoryAbstains
+
+    def kinds(session: Session) -> list[type]:
+        return [type(strategy) for strategy in session.strategies]
+
+    assert kinds(Session()) == [ExactReuse, AdaptedReuse, AgentAnswer]
+    assert kinds(Session(mode="agent")) == [AgentAnswer]
+    session = Session(mode="memory")
+    assert kinds(session) == [ExactReuse, AdaptedReuse, MemoryAbstains]
+    answer = session.ask("How many patients are there?")  # no memory, no model: memory mode abstains
+    assert (answer.status, answer.source) == ("abstained", "memory")
+    assert answer.message == "Memory mode answers without a model, and this follow-up needs one."
+
+    class Fixed:
+        def answer(self, question: str, context) -> Answer | None:
+            return Answer(question=question, status="answered", answer=42, source="session")
+
+    session.strategies.insert(0, Fixed())
+    answer = session.ask("How many patients are there?")
+    assert (answer.status, answer.answer) == ("answered", 42)
+    assert session.conversation.turns[-1].status == "answered"  # the session finishes what a strategy returns
+    session.mode = "agent"
+    assert kinds(session) == [AgentAnswer]
+    with pytest.raises(ValueError, match="mode must be one of"):
+        Session(mode="model")
+    with pytest.raises(TypeError):
+        Answer("How many?", "answered")  # keywords only
 
 
 def test_standalone_question_line_is_parsed_and_optional() -> None:
@@ -103,26 +134,32 @@ def test_conversation_context_names_the_variables_it_describes() -> None:
 
 
 def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, ehrsql_db, tmp_path) -> None:
+    """A follow-up ("now only the emergency ones") retrieves its few-shot example as the
+    question it follows: seen in the prompt the model gets, with one example shot."""
+    from ehr_magic.agent import AgentSettings
     from ehr_magic.db import connect
     from ehr_magic.memory import MemoryStore
     from ehr_magic.session import Session
 
-    queries: list[str] = []
-
-    class Recording:
-        def examples(self, question: str, schema: str, k: int) -> list:
-            queries.append(question)
-            return []
-
-    with connect(ehrsql_db) as ehr:
-        session = Session(ehr, memory=MemoryStore(tmp_path / "memory.sqlite"))
-        session._examples = Recording  # the few-shot source the agent gets
+    admissions = "answer = 'example about admissions per year'"
+    emergency = "answer = 'example about emergency contacts'"
+    with connect(ehrsql_db) as ehr, MemoryStore(tmp_path / "memory.sqlite") as memory:
+        for question, code in (("How many admissions were there per year?", admissions),
+                               ("Which emergency contacts are on file now?", emergency)):
+            memory.add(question, code, origin="accepted", schema=ehr.schema, dataset=ehr.dataset)
+        session = Session(ehr, memory=memory, mode="agent", settings=AgentSettings(shots=1))
         fake_llm.enqueue("```python\nanswer = ehr.sql('SELECT 2').item()\n```",
-                         "Standalone question: How many emergency admissions were there?\n```python\nanswer = ehr.sql('SELECT 3').item()\n```")
+                         "Standalone question: How many emergency admissions were there?\n```python\nanswer = ehr.sql('SELECT 3').item()\n```",
+                         "```python\nanswer = ehr.sql('SELECT 4').item()\n```")
         session.ask("How many admissions were there?")
         answer = session.ask("now only the emergency ones")
+        session.new_conversation()
+        session.ask("now only the emergency ones")  # asked first, it stands alone
+    first, follow_up, alone = (request.text for request in fake_llm.chat_requests())
     assert answer.standalone_question == "How many emergency admissions were there?"
-    assert queries == ["How many admissions were there?", "How many admissions were there? now only the emergency ones"]
+    assert admissions in first and emergency not in first
+    assert admissions in follow_up and emergency not in follow_up
+    assert emergency in alone and admissions not in alone
 
 
 class _ReachedTheAgent(Exception):

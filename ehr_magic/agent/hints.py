@@ -16,6 +16,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from ehr_magic.identifiers import quote_identifier as quote
+
 _MAX_LITERALS = 12
 
 
@@ -52,7 +54,7 @@ def value_hints(code: str, ehr: Any, k: int = 5) -> list[ValueHint]:
 
 def _occurs(ehr: Any, table: str, column: str, literal: str) -> bool:
     operator = "ILIKE" if "%" in literal or "_" in literal and "%" in literal else "="
-    found = ehr.sql(f'SELECT 1 AS hit FROM "{table}" WHERE "{column}" {operator} ? LIMIT 1', [literal])
+    found = ehr.sql(f"SELECT 1 AS hit FROM {quote(table)} WHERE {quote(column)} {operator} ? LIMIT 1", [literal])
     return found.height > 0
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from ehr_magic import files
 from ehr_magic.engines.base import META_TABLE
 from ehr_magic.errors import DataSourceError
 from ehr_magic.version import __version__
@@ -60,22 +61,20 @@ def building(out: str | os.PathLike[str], *, overwrite: bool = True) -> Iterator
         raise DataSourceError(f"{out} already exists; remove it or choose another --out.")
     if not out_path.parent.exists():
         raise DataSourceError(f"Folder {out_path.parent} does not exist; create it or choose another --out.")
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    _remove_db_files(tmp)
-    con = duckdb.connect(str(tmp))
-    try:
-        yield con
-        con.execute("CHECKPOINT")
-        con.close()
-        os.replace(tmp, out_path)
-        # A stale write-ahead log of an older file would be replayed onto the new one.
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(f"{out_path}.wal")
-    except BaseException:
-        with contextlib.suppress(Exception):
+    with files.replacing(out_path) as tmp:
+        con = duckdb.connect(str(tmp))
+        try:
+            yield con
+            con.execute("CHECKPOINT")
             con.close()
-        _remove_db_files(tmp)
-        raise
+        except BaseException:
+            with contextlib.suppress(Exception):
+                con.close()
+            _remove_db_files(tmp)  # its write-ahead log too
+            raise
+    # A stale write-ahead log of an older file would be replayed onto the new one.
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(f"{out_path}.wal")
 
 
 def _remove_db_files(path: Path) -> None:

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from rapidfuzz import process
 
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.db.clock import Clock, Unit
-from ehr_magic.text import parse_time
+from ehr_magic.text import closest, parse_time
 from ehr_magic.linking.found import Found
 from ehr_magic.linking.lookup import Vocabulary, VocabularyCache
 from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
@@ -29,6 +28,7 @@ from ehr_magic.db.offsets import minutes as _minutes
 from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
 from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.safety import limits, privacy
 from ehr_magic.safety import sql as sqlcheck
 
@@ -98,7 +98,7 @@ class EHR:
         if frame is None:
             if self._engine.remote:
                 self._refuse_big_table(name)
-            frame = self._run(f'SELECT * FROM "{name}"', what=f"ehr.table({name!r})")
+            frame = self._run(f"SELECT * FROM {quote(name)}", what=f"ehr.table({name!r})")
             self._frames[name] = frame
         return frame.lazy()
 
@@ -112,7 +112,7 @@ class EHR:
 
     def count(self, table: str) -> int:
         """Number of rows of ``table``."""
-        return int(self._run(f'SELECT count(*) AS n FROM "{self._check_table(table)}"').item())
+        return int(self._run(f"SELECT count(*) AS n FROM {quote(self._check_table(table))}").item())
 
     def describe(self, table: str, examples: int = 3) -> pl.DataFrame:
         """Columns of ``table`` with type, description and a few example values."""
@@ -121,8 +121,8 @@ class EHR:
         rows = []
         for column, dtype in self._table_columns[table].items():
             values = self._run(
-                f'SELECT DISTINCT "{column}" FROM (SELECT "{column}" FROM "{table}" '
-                f'WHERE "{column}" IS NOT NULL LIMIT 1000) AS sample LIMIT {int(examples)}'
+                f"SELECT DISTINCT {quote(column)} FROM (SELECT {quote(column)} FROM {quote(table)} "
+                f"WHERE {quote(column)} IS NOT NULL LIMIT 1000) AS sample LIMIT {int(examples)}"
             ).rows()
             rows.append(
                 {
@@ -317,8 +317,8 @@ class EHR:
         lowered = str(name).lower()
         if lowered in self._table_columns:
             return lowered
-        close = process.extractOne(lowered, list(self._table_columns))
-        hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
+        close = closest(lowered, self._table_columns)
+        hint = f" Did you mean {close!r}?" if close else ""
         raise EhrMagicError(f"No table {name!r} in {self.dataset}.{hint} See ehr.tables().")
 
     def _recognised_schema(self) -> str:
@@ -354,13 +354,15 @@ class EHR:
             stamps = [column for column, dtype in columns.items() if dtype.startswith("TIMESTAMP")]
             if not stamps:
                 continue
-            row = self._run("SELECT " + ", ".join(f'max("{c}") AS "{c}"' for c in stamps) + f' FROM "{table}"').row(0)
+            row = self._run("SELECT " + ", ".join(f"max({quote(c)}) AS {quote(c)}" for c in stamps)
+                            + f" FROM {quote(table)}").row(0)
             for value in row:
                 if value is not None and (latest is None or value > latest):
                     latest = value
         return parse_time(latest) if latest else dt.datetime(2000, 1, 1)
 
     def _distinct_values(self, table: str, column: str) -> list[str]:
-        frame = self._run(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" WHERE "{column}" IS NOT NULL')
+        frame = self._run(f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
+                          f"WHERE {quote(column)} IS NOT NULL")
         # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
         return sorted(frame.to_series().to_list())

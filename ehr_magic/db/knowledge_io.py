@@ -10,19 +10,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ehr_magic import files
 from ehr_magic.db.ehr import connect
 from ehr_magic.engines import is_url
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import Knowledge
-from ehr_magic.knowledge.store import knowledge_of, prepare_import, store, write_text_atomic
+from ehr_magic.knowledge.store import knowledge_of, prepare_import, store
 
 
 def export_knowledge(target: str | os.PathLike[str], out: str | os.PathLike[str]) -> Knowledge:
     """Write the knowledge of ``target`` to the file ``out`` (replaced whole, never half written)."""
     with connect(target) as ehr:
         knowledge = knowledge_of(ehr)
-    write_text_atomic(Path(out).expanduser(), knowledge.to_yaml())
+    files.write_text(Path(out).expanduser(), knowledge.to_yaml())
     return knowledge
 
 

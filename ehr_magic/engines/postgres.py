@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
+from ehr_magic.identifiers import quote_identifier
 
 DEFAULT_STATEMENT_TIMEOUT = "300s"
 CONNECT_TIMEOUT_SECONDS = "10"
@@ -213,17 +214,19 @@ class PostgresEngine(Engine):
             con = _open(parsed, read_only=False)
             try:
                 with con.cursor() as cursor:
-                    cursor.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
-                    cursor.execute(f"CREATE SCHEMA {_ident(staging)}")
+                    home, stage = quote_identifier(schema, "postgres"), quote_identifier(staging, "postgres")
+                    cursor.execute(f"CREATE SCHEMA IF NOT EXISTS {home}")
+                    cursor.execute(f"CREATE SCHEMA {stage}")
                     for i, table in enumerate(tables):
                         if progress:
                             progress(f"publishing {table}", i, len(tables))
-                        reader = _batches(source.sql(f'SELECT * FROM "{table}"'))
+                        reader = _batches(source.sql(f"SELECT * FROM {quote_identifier(table)}"))  # DuckDB
                         cursor.adbc_ingest(table, reader, mode="create", db_schema_name=staging)
                     for table in tables:
-                        cursor.execute(f"DROP TABLE IF EXISTS {_ident(schema)}.{_ident(table)}")
-                        cursor.execute(f"ALTER TABLE {_ident(staging)}.{_ident(table)} SET SCHEMA {_ident(schema)}")
-                    cursor.execute(f"DROP SCHEMA {_ident(staging)}")
+                        name = quote_identifier(table, "postgres")
+                        cursor.execute(f"DROP TABLE IF EXISTS {home}.{name}")
+                        cursor.execute(f"ALTER TABLE {stage}.{name} SET SCHEMA {home}")
+                    cursor.execute(f"DROP SCHEMA {stage}")
                 con.commit()
                 if progress:
                     progress("published", len(tables), len(tables))
@@ -361,10 +364,6 @@ def _batches(relation: Any) -> Any:
     if hasattr(relation, "to_arrow_reader"):
         return relation.to_arrow_reader(100_000)
     return relation.fetch_record_batch(100_000)
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _duckdb_type(dtype: str, precision: Any, scale: Any) -> str:

@@ -19,6 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from ehr_magic.engines.base import Progress
+from ehr_magic.identifiers import quote_identifier
 
 PUBLISH_CHUNK_BYTES = 32 * 1024 * 1024  # gRPC caps a message at 128 MB; stay well below
 _BATCH_ROWS = 50_000
@@ -89,7 +90,7 @@ def _copy_table(spark: Any, source: duckdb.DuckDBPyConnection, table: str, desti
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'main' "
         "AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
     select = ", ".join(_column(name, dtype) for name, dtype in columns)
-    reader = source.sql(f'SELECT {select} FROM "{table}"').to_arrow_reader(_BATCH_ROWS)
+    reader = source.sql(f"SELECT {select} FROM {quote_identifier(table)}").to_arrow_reader(_BATCH_ROWS)
     written = False
     chunk: list[pa.RecordBatch] = []
     size = 0
@@ -114,7 +115,7 @@ def _write(spark: Any, rows: pa.Table, destination: str, *, append: bool) -> Non
 
 
 def _column(name: str, dtype: str) -> str:
-    quoted = '"' + name.replace('"', '""') + '"'
+    quoted = quote_identifier(name)  # in the DuckDB query that reads the source
     upper = dtype.upper()
     if _KEEP.match(upper) or (upper.endswith("[]") and _KEEP.match(upper[:-2])):
         return quoted

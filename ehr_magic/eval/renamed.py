@@ -30,6 +30,8 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
+from ehr_magic import files
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.errors import DataSourceError
 
 ROW_ID = "row_id"
@@ -201,7 +203,7 @@ def source_columns(sqlite_path: Path) -> dict[str, list[str]]:
     try:
         tables = [r[0] for r in con.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
-        return {t: [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+        return {t: [r[1] for r in con.execute(f"PRAGMA table_info({quote(t, 'sqlite')})")] for t in tables}
     finally:
         con.close()
 
@@ -263,7 +265,8 @@ def build_sqlite(sqlite_path: Path, names: Naming, out: Path) -> None:
         con.execute(f"ATTACH DATABASE 'file:{sqlite_path}?mode=ro' AS src")
         for old in names.tables:
             select = ", ".join(_select_column(old, c, new_c, names) for c, new_c in names.columns[old].items())
-            con.execute(f'CREATE TABLE "{names.table(old)}" AS SELECT {select} FROM src."{old}" ORDER BY row_id')
+            con.execute(f"CREATE TABLE {quote(names.table(old), 'sqlite')} AS SELECT {select} "
+                        f"FROM src.{quote(old, 'sqlite')} ORDER BY row_id")
         con.commit()
     finally:
         con.close()
@@ -272,9 +275,9 @@ def build_sqlite(sqlite_path: Path, names: Naming, out: Path) -> None:
 def _select_column(table: str, old: str, new: str, names: Naming) -> str:
     """The SELECT item copying one column; values that name a source table are renamed too."""
     if not _names_tables(table, old):
-        return f'"{old}" AS "{new}"'
+        return f"{quote(old, 'sqlite')} AS {quote(new, 'sqlite')}"
     cases = " ".join(f"WHEN '{k}' THEN '{names.table(k)}'" for k in sorted(names.tables))
-    return f'CASE "{old}" {cases} ELSE "{old}" END AS "{new}"'
+    return f"CASE {quote(old, 'sqlite')} {cases} ELSE {quote(old, 'sqlite')} END AS {quote(new, 'sqlite')}"
 
 
 def _names_tables(table: str, column: str) -> bool:
@@ -289,7 +292,7 @@ def write_csv_folder(sqlite_renamed: Path, names: Naming, out: Path) -> None:
     con = sqlite3.connect(f"file:{sqlite_renamed}?mode=ro", uri=True)
     try:
         for old, stem in names.tables.items():
-            frame = pl.read_database(f'SELECT * FROM "{names.table(old)}"', con)
+            frame = pl.read_database(f"SELECT * FROM {quote(names.table(old), 'sqlite')}", con)
             frame.write_csv(staging / f"{stem}.csv")
     finally:
         con.close()
@@ -351,9 +354,7 @@ def build(style: str, out: os.PathLike[str] | str, source: os.PathLike[str] | st
         write_csv_folder(renamed, names, out)
     facts = truth(names, dataset / "tables.json", dataset)
     target = out.with_name(out.name + ".truth.json")
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(facts, indent=1))
-    partial.replace(target)
+    files.write_text(target, json.dumps(facts, indent=1))
     return target
 
 

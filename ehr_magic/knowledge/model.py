@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
 import functools
 import importlib.resources
 import os
@@ -59,6 +58,7 @@ from typing import Any
 import yaml
 
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.text import closest
 
 __all__ = ["Knowledge", "TableInfo", "available", "load", "parse"]
 
@@ -199,8 +199,8 @@ class Knowledge:
             return info
         if str(name).lower() in {t.lower() for t in self.absent}:
             raise EhrMagicError(f"Table {name} is not in this database, so questions that need it cannot be answered.")
-        close = difflib.get_close_matches(str(name).lower(), list(self.tables), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(str(name).lower(), self.tables)
+        hint = f" Did you mean {close!r}?" if close else ""
         raise EhrMagicError(
             f"No table {name!r} is described for schema {self.schema}.{hint} "
             f"Described tables: {', '.join(self.tables)}."

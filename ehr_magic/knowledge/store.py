@@ -29,11 +29,12 @@ from typing import Any
 
 import duckdb
 import sqlglot
-from rapidfuzz import process
 from sqlglot import exp
 
+from ehr_magic import files
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge import model as knowledge_files
-from ehr_magic.text import parse_time
+from ehr_magic.text import closest, parse_time
 from ehr_magic.knowledge.handle import Database
 from ehr_magic.knowledge.model import CONFIRMED, Knowledge, TableInfo, join_target
 from ehr_magic.engines import is_url, publish
@@ -100,7 +101,7 @@ def write_for_edit(ehr: Database, out: str | os.PathLike[str] | None = None) -> 
         with contextlib.suppress(OSError, UnicodeDecodeError):
             if path.read_text(encoding="utf-8") != text:
                 return EditFile(path, written=False)
-    write_text_atomic(path, text)
+    files.write_text(path, text)
     return EditFile(path, written=True)
 
 
@@ -109,19 +110,6 @@ def knowledge_of(ehr: Database) -> Knowledge:
         raise EhrMagicError(f"{ehr.location} (schema {ehr.schema}) has no knowledge to export; "
                             "write one and import it.")
     return ehr.knowledge
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file renamed over it: never half written."""
-    if not path.parent.is_dir():
-        raise EhrMagicError(f"Folder {path.parent} does not exist; create it or choose another file.")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 # -- importing ---------------------------------------------------------------------------------
@@ -146,7 +134,7 @@ def prepare_import(ehr: Database, source: str | os.PathLike[str]) -> Prepared:
     found = problems(parsed, ehr)
     now = None
     if parsed.clock and not any(p.startswith("The clock") for p in found):
-        now = clock_time(parsed.clock, lambda t, c: ehr.sql(f'SELECT max("{c}") FROM "{t}"').item())
+        now = clock_time(parsed.clock, lambda t, c: ehr.sql(f"SELECT max({quote(c)}) FROM {quote(t)}").item())
         if is_url(ehr.path) and ehr.clock is not None and now != ehr.now:
             found.append(f"The clock {parsed.clock!r} differs from the clock of the server's database "
                          f"({ehr.now:%Y-%m-%d %H:%M:%S}), which only a new load can change "
@@ -271,8 +259,8 @@ def _kind(dtype: str) -> str:
 
 
 def _key_problems(ehr: Database, table: str, key: str) -> list[str]:
-    repeated, empty = ehr.sql(f'SELECT count("{key}") - count(DISTINCT "{key}") AS repeated, '
-                              f'count(*) - count("{key}") AS empty FROM "{table}"').row(0)
+    repeated, empty = ehr.sql(f"SELECT count({quote(key)}) - count(DISTINCT {quote(key)}) AS repeated, "
+                              f"count(*) - count({quote(key)}) AS empty FROM {quote(table)}").row(0)
     if not repeated and not empty:
         return []
     what = [f"{repeated:,} rows repeat a value" if repeated else "", f"{empty:,} rows have none" if empty else ""]
@@ -319,8 +307,8 @@ def clock_time(clock: str, latest: Latest) -> dt.datetime:
 
 
 def _hint(name: str, choices: Iterable[str]) -> str:
-    close = process.extractOne(name, list(choices)) if choices else None
-    return f" (did you mean {close[0]!r}?)" if close and close[1] >= 70 else ""
+    close = closest(name, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _declared_schema(text: str) -> str | None:

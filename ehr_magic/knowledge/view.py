@@ -9,7 +9,6 @@ panel's Data tab renders ``to_dict()``. Neither adds anything of its own.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ from ehr_magic.knowledge.handle import Database
 from ehr_magic.knowledge.model import CONFIRMED, Knowledge, TableInfo, join_target
 from ehr_magic.knowledge.store import join_pairs
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.text import closest
 
 NOT_DESCRIBED = "not described"  # the mark of a table the knowledge says nothing about
 
@@ -80,8 +80,8 @@ class KnowledgeView:
         for table in self.tables:
             if table.name.lower() == str(name).lower():
                 return table
-        close = difflib.get_close_matches(str(name).lower(), [t.name for t in self.tables], n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(str(name).lower(), [t.name for t in self.tables])
+        hint = f" Did you mean {close!r}?" if close else ""
         raise EhrMagicError(f"No table {name!r} in {self.dataset}.{hint} Tables: "
                             f"{', '.join(t.name for t in self.tables)}.")
 

@@ -16,17 +16,19 @@ base URL is configured, ``openai`` otherwise. A missing setting raises one
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+import tomlkit
+
+from ehr_magic import files
 from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.paths import config_dir
+from ehr_magic.text import closest
 
 Provider = Literal["openai", "azure", "compatible"]
 PROVIDERS: tuple[str, ...] = ("openai", "azure", "compatible")
@@ -118,8 +120,8 @@ def read_config_file(path: Path | None = None) -> dict[str, Any]:
 def _check_keys(values: Mapping[str, Any], where: str) -> None:
     for key in values:
         if key not in SETTING_KEYS:
-            close = difflib.get_close_matches(key, SETTING_KEYS, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"valid keys are {', '.join(SETTING_KEYS)}."
+            close = closest(key, SETTING_KEYS)
+            hint = f"did you mean '{close}'?" if close else f"valid keys are {', '.join(SETTING_KEYS)}."
             raise ConfigError(f"Unknown setting '{key}' {where}: {hint}")
 
 
@@ -338,145 +340,28 @@ def describe_settings(settings: LLMSettings) -> dict[str, Any]:
 # --------------------------------------------------------------------------- writing
 
 
-def _toml_string(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _toml_key(key: str) -> str:
-    bare = key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key)
-    return key if bare else _toml_string(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    raise ConfigError(f"Cannot write {value!r} to the config file: only strings, numbers and booleans are supported.")
-
-
-def _dump_toml(data: Mapping[str, Any]) -> str:
-    """Serialise a parsed TOML document (scalars, arrays and nested tables)."""
-    lines: list[str] = []
-
-    def emit(table: Mapping[str, Any], prefix: list[str]) -> None:
-        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
-        tables = {k: v for k, v in table.items() if isinstance(v, dict)}
-        if prefix and (scalars or not tables):
-            if lines:
-                lines.append("")
-            lines.append("[" + ".".join(_toml_key(p) for p in prefix) + "]")
-        for key, value in scalars.items():
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
-        for key, value in tables.items():
-            emit(value, [*prefix, key])
-
-    emit(data, [])
-    return "\n".join(lines) + "\n"
-
-
-def _edit_lines(text: str, key: str, value: Any) -> str:
-    """Set or remove ``key`` under ``[llm]`` by editing lines, keeping comments."""
-    lines = text.splitlines()
-    start = None
-    for i, line in enumerate(lines):
-        if line.strip().split("#", 1)[0].strip().replace(" ", "") == f"[{SECTION}]":
-            start = i
-            break
-    new_line = None if value is None else f"{key} = {_toml_value(value)}"
-    if start is None:
-        if new_line is None:
-            return text
-        tail = ["", f"[{SECTION}]", new_line] if any(l.strip() for l in lines) else [f"[{SECTION}]", new_line]
-        return "\n".join([*lines, *tail]) + "\n"
-    end = len(lines)
-    for j in range(start + 1, len(lines)):
-        if lines[j].lstrip().startswith("["):
-            end = j
-            break
-    for j in range(start + 1, end):
-        head = lines[j].split("=", 1)[0].strip()
-        if "=" in lines[j] and head == key:
-            if new_line is None:
-                del lines[j]
-            else:
-                lines[j] = new_line
-            return "\n".join(lines) + "\n"
-    if new_line is not None:
-        insert_at = end
-        while insert_at > start + 1 and not lines[insert_at - 1].strip():
-            insert_at -= 1
-        lines.insert(insert_at, new_line)
-    return "\n".join(lines) + "\n"
-
-
 def save_setting(key: str, value: Any, *, config_file: Path | None = None) -> Path:
     """Write ``key = value`` under ``[llm]`` in the config file (``None`` removes the key).
 
-    The file is replaced atomically (temporary file + rename) and kept private (0600),
-    since it may hold an API key. Comments and other sections are preserved.
-    Returns the path written.
+    The file is edited with tomlkit, so the user's comments, layout and other sections
+    stay as they were; it is replaced atomically and kept private (0600), since it may
+    hold an API key. Returns the path written.
     """
     path = config_file or config_path()
     _check_keys({key: value}, "for save_setting()")
     coerced = _coerce(key, value, f"for save_setting() (writing {path})")
-    data = _read_toml(path)
-    original = path.read_text(encoding="utf-8") if path.exists() else ""
-
-    expected = {k: v for k, v in data.items()}
-    section = dict(expected.get(SECTION, {}))
-    if coerced is None:
-        section.pop(key, None)
-    else:
+    _read_toml(path)  # a file that does not parse is named, with what to do, before anything is written
+    document = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
+    section = document.get(SECTION)
+    if section is not None and not isinstance(section, dict):
+        raise ConfigError(f"In {path}, 'llm' must be a table ([llm]) with one key per setting.")
+    if coerced is not None:
+        if section is None:
+            document[SECTION] = tomlkit.table()
+            section = document[SECTION]
         section[key] = coerced
-    expected[SECTION] = section
-
-    new_text = _edit_lines(original, key, coerced)
-    try:
-        ok = tomllib.loads(new_text) == expected
-    except tomllib.TOMLDecodeError:
-        ok = False
-    if not ok:  # unusual layout (dotted keys, inline table...): rewrite the whole file
-        new_text = _dump_toml(expected)
-
+    elif section is not None:
+        section.pop(key, None)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(new_text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.write_text(path, tomlkit.dumps(document), private=True)
     return path

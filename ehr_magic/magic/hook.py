@@ -21,7 +21,7 @@ def make_post_run_hook(session: Any):
                 return
             if session.ehr is None:
                 return
-            session.accept_cell(token, question, code)
+            session.cells.accept(token, question, code)
         except Exception as exc:  # noqa: BLE001 - a hook must never break the analyst's cell
             print(f"ehr-magic: could not store the accepted cell in memory: {exc}")
 

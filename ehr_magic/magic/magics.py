@@ -283,7 +283,7 @@ class EhrMagics(Magics, Configurable):
         from ehr_magic.skills import user
 
         session = self._ready()
-        accepted = session.last_accepted
+        accepted = session.cells.last_accepted
         if accepted is None:
             raise CommandError("No accepted cell yet: run an inserted cell (or press Accept) first.")
         question, code = accepted

@@ -14,7 +14,7 @@ def review_buttons(magics: Any, token: str) -> None:
     except ImportError:  # pragma: no cover - ipywidgets is a dependency
         return
     session = magics.session
-    cell = session.pending.get(token)
+    cell = session.cells.pending.get(token)
     if cell is None:
         return
     accept = widgets.Button(description="Accept", button_style="success", icon="check",
@@ -25,13 +25,13 @@ def review_buttons(magics: Any, token: str) -> None:
     out = widgets.Output()
 
     def on_accept(_: Any) -> None:
-        entry_id = session.accept_cell(token, cell.question, cell.code)
+        entry_id = session.cells.accept(token, cell.question, cell.code)
         with out:
             out.clear_output()
             print(f"Stored in memory as #{entry_id}." if entry_id else "Not stored (rejected, or no memory).")
 
     def on_reject(_: Any) -> None:
-        session.reject(token)
+        session.cells.reject(token)
         with out:
             out.clear_output()
             print("Rejected: this code will not be stored in memory.")

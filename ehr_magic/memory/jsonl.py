@@ -7,13 +7,12 @@ is optional. Unknown fields are ignored, so newer files still import.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ehr_magic import files
 from ehr_magic.errors import sentences
 from ehr_magic.memory.entry import ORIGINS, MemoryEntry
 from ehr_magic.memory.errors import JsonlFormatError, MemoryStoreError
@@ -59,19 +58,10 @@ def write_jsonl(path: Path, entries: Iterable[MemoryEntry]) -> int:
     if not folder.is_dir():
         raise MemoryStoreError(f"Cannot export to {path}: the folder {folder} does not exist.")
     count = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for entry in entries:
-                fh.write(entry_to_json(entry) + "\n")
-                count += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with files.atomic_write(path, private=True, newline="\n") as fh:  # entries may quote patients' values
+        for entry in entries:
+            fh.write(entry_to_json(entry) + "\n")
+            count += 1
     return count
 
 

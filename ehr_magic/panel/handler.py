@@ -118,7 +118,7 @@ class PanelHandler:
             "privacy": privacy_level(self.magics),
             "settings": {"steps": m.steps, "shots": m.shots, "knowledge": m.knowledge, "timeout": m.timeout,
                          "store": m.store},
-            "pending": len(s.pending),
+            "pending": len(s.cells.pending),
         }
 
     def _model_status(self) -> dict[str, Any]:
@@ -220,7 +220,7 @@ class PanelHandler:
         entry_id = p.int_param(request.params, "id", low=1)
         session = self._ready()
         entry = session.memory.get(entry_id)
-        offered = session.offer_entry(entry)
+        offered = session.cells.offer_entry(entry)
         return {"entry": entry_dict(entry), "token": offered.token, "code": offered.cell}
 
     def _memory_delete(self, request: p.Request) -> dict[str, Any]:
@@ -235,13 +235,13 @@ class PanelHandler:
         session = self._ready()
         cell = self._pending_cell(token)
         cell.rejected = False  # an explicit accept overrides an earlier reject
-        entry_id = session.accept_cell(token, cell.question, cell.code)
+        entry_id = session.cells.accept(token, cell.question, cell.code)
         return {"token": token, "entry_id": entry_id, "accepted": entry_id is not None}
 
     def _reject(self, request: p.Request) -> dict[str, Any]:
         token = p.token_param(request.params)
         self._pending_cell(token)
-        self.magics.session.reject(token)
+        self.magics.session.cells.reject(token)
         return {"token": token, "rejected": True}
 
     def _pending(self, request: p.Request) -> dict[str, Any]:
@@ -295,7 +295,7 @@ class PanelHandler:
             raise p.ProtocolError(p.NOT_READY, f"{exc} Use %ehr connect PATH|demo|synthetic in the notebook.") from None
 
     def _pending_cell(self, token: str) -> Any:
-        cell = self.magics.session.pending.get(token)
+        cell = self.magics.session.cells.pending.get(token)
         if cell is None:
             raise p.ProtocolError(p.NOT_FOUND, f"No inserted cell has the marker #{token} in this kernel session "
                                                "(the kernel may have restarted); ask again.")

@@ -15,6 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.reuse.literals import Literal, can_write, replace_literals, sql_strings, write_literal
 from ehr_magic.reuse.template import Link, Template
 from ehr_magic.reuse.values import Value, VocabularyIndex, split_vocab_type
@@ -212,7 +213,8 @@ def _stored_in_column(ehr, literal: Literal, text: str, pattern: bool) -> bool:
     test = "ILIKE" if pattern else "="
     for table in tables:
         try:
-            if ehr.sql(f'SELECT 1 FROM "{table}" WHERE CAST("{column}" AS VARCHAR) {test} ? LIMIT 1', [text]).height:
+            if ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE CAST({quote(column)} AS VARCHAR) {test} ? LIMIT 1",
+                       [text]).height:
                 return True
         except Exception:  # noqa: BLE001 - a column we cannot search does not hold the value
             continue

@@ -20,13 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ehr_magic import files
 from ehr_magic.reuse.match import DEFAULT_MARGIN, DEFAULT_THRESHOLD
 
 TARGET_PRECISION = 0.98
@@ -213,9 +213,7 @@ def save_calibration(store: Any, cells: Sequence[Cell], calibration: Calibration
     path = _path(store)
     if path is None:
         return
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({"fingerprint": fingerprint(cells), **calibration.to_dict()}), encoding="utf-8")
-    os.replace(temporary, path)
+    files.write_text(path, json.dumps({"fingerprint": fingerprint(cells), **calibration.to_dict()}))
 
 
 def load_calibration(store: Any, cells: Sequence[Cell]) -> Calibration | None:

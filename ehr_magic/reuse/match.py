@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.text import normalise
 from ehr_magic.reuse.assign import (
     assignments,
@@ -412,7 +413,7 @@ class ReuseIndex:
         """Words a pattern slot can take: any the column's values contain."""
         table, column = value_type.removeprefix("vocab:").split(".", 1)
         try:
-            hit = self.ehr.sql(f'SELECT 1 FROM "{table}" WHERE CAST("{column}" AS VARCHAR) ILIKE ? LIMIT 1',
+            hit = self.ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE CAST({quote(column)} AS VARCHAR) ILIKE ? LIMIT 1",
                                [f"%{text}%"]).height
         except Exception:  # noqa: BLE001 - a column we cannot search gives no value
             return None

@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import operators, stem
 from ehr_magic.reuse.literals import Literal, code_literals
@@ -320,7 +321,7 @@ def _pattern_column(literal: Literal, detector: ValueDetector) -> list[tuple[str
     if not table or not column or table not in _tables(detector) or column not in _columns(detector, table):
         return []
     try:
-        found = detector.ehr.sql(f'SELECT 1 FROM "{table}" WHERE CAST("{column}" AS VARCHAR) ILIKE ? LIMIT 1',
+        found = detector.ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE CAST({quote(column)} AS VARCHAR) ILIKE ? LIMIT 1",
                                  [literal.value]).height
     except Exception:  # noqa: BLE001 - a pattern we cannot check is not a value
         return []

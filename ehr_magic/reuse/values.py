@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
@@ -157,7 +158,7 @@ class VocabularyIndex:
         if dtype is None or not dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR")):
             return False
         frame = self.ehr.sql(
-            f'SELECT DISTINCT "{column}" AS v FROM "{table}" WHERE "{column}" IS NOT NULL '
+            f"SELECT DISTINCT {quote(column)} AS v FROM {quote(table)} WHERE {quote(column)} IS NOT NULL "
             f"LIMIT {MAX_VOCABULARY_VALUES}")
         entries: dict[str, list[tuple[str, str, str]]] = {}
         longest = 1
@@ -245,7 +246,7 @@ class ValueDetector:
             return cached
         found = False
         for table in self.id_columns.get(column, []):
-            frame = self.ehr.sql(f'SELECT 1 FROM "{table}" WHERE "{column}" = ? LIMIT 1', [int(number)])
+            frame = self.ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE {quote(column)} = ? LIMIT 1", [int(number)])
             if frame.height:
                 found = True
                 break

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.safety.privacy import is_dictionary_column
 
 # Identifier columns and the table that defines them (holds every value).
@@ -136,11 +137,11 @@ class IdentifierScanner:
             if dtype.startswith(("BIGINT", "INTEGER", "HUGEINT", "UBIGINT", "UINTEGER", "SMALLINT")):
                 if not numeric:
                     continue
-                rows = self.ehr.sql(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" '
-                                    f'WHERE "{column}" IN (SELECT unnest(?::BIGINT[]))', [numeric])
+                rows = self.ehr.sql(f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
+                                    f"WHERE {quote(column)} IN (SELECT unnest(?::BIGINT[]))", [numeric])
             else:
-                rows = self.ehr.sql(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" '
-                                    f'WHERE CAST("{column}" AS VARCHAR) IN (SELECT unnest(?::VARCHAR[]))', [text])
+                rows = self.ehr.sql(f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
+                                    f"WHERE CAST({quote(column)} AS VARCHAR) IN (SELECT unnest(?::VARCHAR[]))", [text])
             for value in rows["v"].to_list():
                 found.setdefault(value, []).append(f"{table}.{column}")
         return found
@@ -151,8 +152,8 @@ class IdentifierScanner:
         if not valid:
             return found
         for table, column, _dtype in self.date_columns:
-            rows = self.ehr.sql(f'SELECT DISTINCT CAST(CAST("{column}" AS DATE) AS VARCHAR) AS v FROM "{table}" '
-                                f'WHERE CAST("{column}" AS DATE) IN (SELECT unnest(?::DATE[]))', [valid])
+            rows = self.ehr.sql(f"SELECT DISTINCT CAST(CAST({quote(column)} AS DATE) AS VARCHAR) AS v FROM {quote(table)} "
+                                f"WHERE CAST({quote(column)} AS DATE) IN (SELECT unnest(?::DATE[]))", [valid])
             for value in rows["v"].to_list():
                 found.setdefault(value, []).append(f"{table}.{column}")
         return found

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import polars as pl
 
 from ehr_magic.errors import ConfigError
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.safety.masking import HIDDEN, SMALL_CELL, Known, aggregate_rows, is_count_column, mask_text  # noqa: F401
 
 Level = Literal["schema", "aggregates", "full"]
@@ -93,7 +94,7 @@ def dictionary_values(ehr: Any) -> frozenset[str]:
     for table, column in dictionary_columns(ehr):
         if not ehr.columns(table)[column].startswith("VARCHAR"):
             continue
-        frame = ehr.sql(f'SELECT DISTINCT "{column}" AS v FROM "{table}" WHERE "{column}" IS NOT NULL '
+        frame = ehr.sql(f"SELECT DISTINCT {quote(column)} AS v FROM {quote(table)} WHERE {quote(column)} IS NOT NULL "
                         f"LIMIT {_VOCABULARY_LIMIT}")
         values.update(str(v) for v in frame["v"].to_list())
     result = frozenset(values)

@@ -4,7 +4,8 @@ Every front end (``%%ehr``, the side panel, ``ehr-magic ask``/``chat``/``eval``)
 through a ``Session``; nothing else in the package constructs an ``Agent``.
 """
 
+from ehr_magic.session.answer import Answer
 from ehr_magic.session.conversation import Conversation, Turn, looks_like_follow_up
-from ehr_magic.session.core import MODES, Answer, Session
+from ehr_magic.session.core import MODES, Session
 
 __all__ = ["MODES", "Answer", "Conversation", "Session", "Turn", "looks_like_follow_up"]

@@ -2,9 +2,10 @@
 ``ehr-magic chat`` and ``ehr-magic eval`` (its agent and memory modes).
 
 A session owns the ``ehr``, the model client, memory and reuse, the privacy level, the
-run mode, the conversation, and in a notebook everything after an answer: the cell it
-offers (``ehr_magic.session.cells``), the cells waiting to be accepted or rejected, and the
-history of the kernel's questions. ``Session.ask(question)`` tries, in order:
+run mode, the conversation, and in a notebook everything after an answer (``session.cells``,
+a ``NotebookCells``): the cell it offers, the cells waiting to be accepted or rejected, and
+the history of the kernel's questions. ``Session.ask(question)`` tries its ``strategies``
+(``ehr_magic.session.strategies``) in order, and the first that answers wins:
 
 1. an accepted cell for exactly this question: run it as it is (no model call);
 2. reuse with substitution (``ehr_magic.reuse``): a remembered cell of the same kind
@@ -12,8 +13,8 @@ history of the kernel's questions. ``Session.ask(question)`` tries, in order:
 3. the agent, with the closest memory entries as its examples and the conversation
    (earlier turns, the notebook variables the question refers to) in its prompt.
 
-``mode`` selects the steps: ``auto`` (all three), ``agent`` (3 only) or ``memory``
-(1 and 2, never a model call). A question reuse finds certainly unanswerable is
+``mode`` selects the strategies: ``auto`` (all three), ``agent`` (3 only) or ``memory``
+(1 and 2, then an abstention: never a model call). A question reuse finds certainly unanswerable is
 abstained on at step 2. Whether a question continues the conversation is decided by the
 model, which sees the earlier turns and restates the question as a standalone one (what
 memory stores). A question worded like a follow-up, asked after another, only skips reuse;
@@ -25,55 +26,22 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from ehr_magic import skills
-from ehr_magic.agent import Agent, AgentSettings, Event
-from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS, ConversationContext
-from ehr_magic.runtime.executor import Executor, code_namespace, is_empty_answer
-from ehr_magic.agent.steps import AgentResult
-from ehr_magic.text import normalise
-from ehr_magic.errors import ConfigError
+from ehr_magic.agent import AgentSettings, Event
+from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS
+from ehr_magic.runtime.executor import code_namespace
 from ehr_magic.safety import privacy
-from ehr_magic.safety.privacy import preview
 from ehr_magic.session import variables as notebook
-from ehr_magic.session.cells import HistoryItem, Offered, PendingCell, cell_body, new_token, with_marker
+from ehr_magic.session.answer import Answer
+from ehr_magic.session.cells import HistoryItem, NotebookCells
 from ehr_magic.session.conversation import Conversation, Turn, answer_shape, describe_answer, looks_like_follow_up
+from ehr_magic.session.strategies import STRATEGIES, AskContext, Strategy
 
-Source = Literal["memory", "agent", "session"]
 Mode = Literal["auto", "agent", "memory"]
 MODES: tuple[str, ...] = ("auto", "agent", "memory")
-
-
-@dataclass
-class Answer:
-    """What the front ends show: the answer, its code and where it came from."""
-
-    question: str
-    status: str  # answered | clarify | abstained | failed | generated
-    answer: Any = None
-    code: str = ""
-    knowledge: str = ""
-    message: str = ""
-    source: Source = "agent"
-    entry_id: int | None = None  # memory entry reused
-    result: AgentResult | None = None
-    namespace: dict[str, Any] = field(default_factory=dict, repr=False)
-    seconds: float = 0.0
-    substitutions: list[tuple[str, str]] = field(default_factory=list)  # (new, old) values written into a reused cell
-    standalone: str = ""  # the question the code answers on its own (a follow-up restated); "" = question
-    variables: list[str] = field(default_factory=list)  # notebook variables described to the model
-    offered: Offered | None = None  # the cell offered to the notebook (``Session.ask_in_notebook``)
-    notes: list[str] = field(default_factory=list)  # what the analyst should know about the context used
-
-    @property
-    def model_calls(self) -> int:
-        return len(self.result.llm_calls) if self.result else 0
-
-    @property
-    def standalone_question(self) -> str:
-        return self.standalone or self.question
 
 
 class Session:
@@ -83,14 +51,12 @@ class Session:
                  settings: AgentSettings | None = None, store_auto: bool = False, mode: Mode = "auto",
                  history_tokens: int = DEFAULT_HISTORY_TOKENS, keep_conversation: bool = True,
                  reuser: Any = None) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode  # sets ``strategies``, the ways to answer tried in order
         self.ehr = ehr
         self.memory = memory
         self.llm_overrides = dict(llm_overrides or {})  # e.g. %config EhrMagics.model
         self.settings = settings or AgentSettings()
         self.store_auto = store_auto
-        self.mode: Mode = mode
         self.history_tokens = history_tokens  # the token budget of earlier turns in the prompt
         self.keep_conversation = keep_conversation  # False: every question stands alone (eval)
         self.conversation = Conversation()
@@ -99,9 +65,19 @@ class Session:
         self._llm_key: tuple | None = None
         self._reuser = reuser
         self.description = ""  # one line about the connected database (``connect``)
-        self.pending: dict[str, PendingCell] = {}  # cells offered, by token
-        self.history: list[HistoryItem] = []
-        self.last_accepted: tuple[str, str] | None = None  # (question, code) of the last accepted cell
+        self.cells = NotebookCells(self)  # offered, accepted and rejected cells; the kernel's history
+
+    @property
+    def mode(self) -> Mode:
+        """``auto`` (memory, then the agent), ``agent`` (the agent only) or ``memory`` (never a model call)."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: Mode) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self._mode: Mode = mode
+        self.strategies: list[Strategy] = list(STRATEGIES[mode])
 
     # -- database and memory -------------------------------------------------------------
 
@@ -154,47 +130,13 @@ class Session:
         if refusal is not None:
             refusal.seconds = time.perf_counter() - started
             return refusal
-        declined = None  # why reuse with substitution did not answer
-        if self.mode != "agent" and not regenerate and self.memory is not None and not follow_up:
-            reused = self._reuse(question, variables)
-            if reused is None and execute:
-                reused, declined = self._adapt(question)
-            if reused is not None:
-                return self._finish(reused, started, level)
-            if self.mode == "memory":
-                return self._finish(Answer(question, "abstained", message=declined or "Nothing in memory answers this.",
-                                           source="memory"), started, level)
-        elif self.mode == "memory":
-            return self._finish(Answer(question, "abstained", source="memory",
-                                       message="Memory mode answers without a model, and this follow-up needs one."),
-                                started, level)
-        try:
-            llm = self.llm(model)
-        except ConfigError as exc:
-            if declined is None:
-                raise
-            raise ConfigError(f"{exc} {declined}") from None  # what to set first, then why memory could not answer
-        described = [notebook.describe(name, variables[name], level) for name in present]
-        context = ConversationContext(
-            turns=self.conversation.summaries() if self.keep_conversation else (),
-            variables=tuple(d.text for d in described), variable_names=tuple(d.name for d in described),
-            namespace=variables, budget_tokens=self.history_tokens)
-        examples = self._examples()
-        if follow_up and examples is not None:  # "now only the women" retrieves like the question it follows
-            examples = _AlongWith(examples, self.conversation.turns[-1].standalone)
-        agent = Agent(self.ehr, llm, examples=examples, settings=agent_settings, tools=self.tools(),
-                      skill_cards=skills.prompt_section)
-        result = agent.run(question, on_event=on_event, conversation_context=context)
-        standalone = result.standalone_question if not context.empty and result.standalone_question else question
-        answer = Answer(question, result.status, result.answer, result.code, result.knowledge, result.message,
-                        "agent", None, result, result.namespace, standalone=standalone,
-                        variables=[d.name for d in described],
-                        notes=[d.note for d in described if d.note])
-        if self.store_auto and result.status == "answered" and self.memory is not None:
-            answer.entry_id = self.memory.add(standalone, result.code, knowledge=result.knowledge, origin="auto",
-                                              schema=self.ehr.schema, dataset=self.ehr.dataset,
-                                              answer_preview=preview(result.answer, 500), model=result.model)
-        return self._finish(answer, started, level)
+        context = AskContext(session=self, variables=variables, present=present, settings=agent_settings,
+                             level=level, follow_up=follow_up, regenerate=regenerate, model=model, on_event=on_event)
+        for strategy in self.strategies:
+            answer = strategy.answer(question, context)
+            if answer is not None:
+                return self._finish(answer, started, level)
+        raise AssertionError(f"no strategy answered in {self.mode} mode")  # each mode's list ends with one that always does
 
     def ask_in_notebook(self, question: str, **options: Any) -> Answer:
         """``ask``, then the step after the answer that every notebook front end shares: the
@@ -205,68 +147,16 @@ class Session:
             answer = self.ask(question, **options)
         except BaseException as exc:
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-            self.history.append(HistoryItem(question, status, "agent", time.perf_counter() - started))
+            self.cells.history.append(HistoryItem(question, status, "agent", time.perf_counter() - started))
             raise
-        answer.offered = self.offer(answer)
+        answer.offered = self.cells.offer(answer)
         return answer
-
-    def offer(self, answer: Answer) -> Offered:
-        """Record ``answer`` in the history and offer its code as a cell: marked, ending on a
-        line that shows the answer, and waiting to be accepted. Only new code (generated, or
-        a remembered cell adapted to new values) is to be inserted; an accepted cell reused as
-        it is already stands in the notebook."""
-        self.history.append(HistoryItem(answer.question, answer.status, answer.source, answer.seconds))
-        if answer.status not in ("answered", "generated"):
-            return Offered(None)
-        token = new_token()
-        answer.code = cell_body(answer.code)
-        self.pending[token] = PendingCell(
-            token, answer.standalone_question, answer.code, answer.knowledge,
-            answer.result.model if answer.result else "",
-            preview(answer.answer, 500) if answer.status == "answered" else "", entry_id=answer.entry_id)
-        return Offered(token, with_marker(token, answer.standalone_question, answer.code),
-                       insert=answer.source == "agent" or bool(answer.substitutions))
-
-    def offer_entry(self, entry: Any) -> Offered:
-        """Offer a memory entry's code as a cell (the panel's memory list)."""
-        token = new_token()
-        self.pending[token] = PendingCell(token, entry.question, entry.code, entry.knowledge, entry.model or "",
-                                          entry.answer_preview)
-        return Offered(token, with_marker(token, entry.question, entry.code))
-
-    def accept_cell(self, token: str, question: str, code: str) -> int | None:
-        """Store a marked cell that ran successfully (a rejected one never); returns the memory entry id."""
-        pending = self.pending.get(token)
-        if self.ehr is None or (pending is not None and pending.rejected):
-            return None
-        entry_id = self.accept(
-            question, code.strip(),
-            generated_code=pending.code.strip() if pending else None,
-            knowledge=pending.knowledge if pending else "",
-            answer_preview=pending.answer_preview if pending else "",
-            model=pending.model if pending else None)
-        if pending is not None:
-            pending.entry_id = entry_id
-        self.last_accepted = (question, code.strip())
-        return entry_id
-
-    def reject(self, token: str) -> None:
-        """Reject an offered cell: it is never stored, and the automatic memory entry its
-        answer made (``store_auto``) is deleted."""
-        cell = self.pending.get(token)
-        if cell is None:
-            return
-        cell.rejected = True
-        if cell.entry_id is not None and self.memory is not None:
-            if self.memory.get(cell.entry_id).origin == "auto":
-                self.memory.delete(cell.entry_id)
-            cell.entry_id = None
 
     def _refusal(self, question: str, missing: list[str]) -> Answer | None:
         """A clear sentence instead of a model call, for questions that cannot be read."""
         if missing:
             names = ", ".join(f"`{name}`" for name in missing)
-            return Answer(question, "clarify", source="session", message=(
+            return Answer(question=question, status="clarify", source="session", message=(
                 f"There is no variable {names} in the notebook (any more): run the cell that defines it, "
                 "or ask without it."))
         # Wording alone never refuses: "patients of the same age" or "and then" start many first
@@ -298,30 +188,6 @@ class Session:
 
     # -- memory and reuse ----------------------------------------------------------------
 
-    def accepted_entry(self, question: str):
-        """The accepted memory entry for exactly this question on this schema, if any."""
-        if self.memory is None:
-            return None
-        wanted = normalise(question)
-        for entry in self.memory.search(question, k=5, schema=self.ehr.schema, origins=["accepted", "imported"]):
-            if normalise(entry.question) == wanted:
-                return entry
-        return None
-
-    def _reuse(self, question: str, variables: Mapping[str, Any] | None = None) -> Answer | None:
-        entry = self.accepted_entry(question)
-        if entry is None:
-            return None
-        namespace, shared = code_namespace(self.ehr, variables, self.tools())  # a cell may use notebook variables
-        execution = Executor(self.ehr, timeout=self.settings.timeout).run(entry.code, namespace)
-        if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
-            return None  # the stored code no longer works here: generate anew
-        self.memory.mark_used([entry.id])
-        return Answer(question, "answered", execution.answer, entry.code, entry.knowledge,
-                      f"reused accepted cell #{entry.id} (no model call)", "memory", entry.id,
-                      namespace={k: v for k, v in namespace.items()
-                                 if not k.startswith("__") and not (k in shared and shared[k] is v)})
-
     def code_names(self) -> set[str]:
         """The names every cell's code finds without defining them (``ehr``, ``pl``, ``skills``...)."""
         return set(code_namespace(self.ehr)[0]) | set(self.tools())
@@ -337,34 +203,6 @@ class Session:
 
             self._reuser = Reuser.from_store(self.ehr, self.memory, timeout=self.settings.timeout)
         return self._reuser
-
-    def _adapt(self, question: str) -> tuple[Answer | None, str | None]:
-        """Reuse with substitution: ``(answer, None)``, or ``(None, why not)``. A question
-        reuse finds unanswerable comes back as an abstained answer."""
-        result = self.reuser().answer(question)
-        if result.answered:
-            self.memory.mark_used([result.entry_id])
-            entry_knowledge = ""
-            try:
-                entry_knowledge = self.memory.get(result.entry_id).knowledge
-            except Exception:  # noqa: BLE001 - the entry may have been deleted meanwhile
-                pass
-            return Answer(question, "answered", result.answer, result.code, entry_knowledge, result.message,
-                          "memory", result.entry_id, namespace=result.namespace,
-                          substitutions=list(result.substitutions)), None
-        if result.unanswerable:
-            return Answer(question, "abstained", message=f"This database cannot answer that: {result.reason}.",
-                          source="memory"), None
-        return None, f"Memory reuse declined: {result.reason}."
-
-    def accept(self, question: str, code: str, *, generated_code: str | None = None, knowledge: str = "",
-               answer_preview: str = "", model: str | None = None) -> int | None:
-        """Store an accepted cell (the code actually run) under its standalone question."""
-        if self.memory is None:
-            return None
-        return self.memory.add(question, code, knowledge=knowledge, origin="accepted", schema=self.ehr.schema,
-                               dataset=self.ehr.dataset, answer_preview=answer_preview, model=model,
-                               generated_code=generated_code if generated_code and generated_code != code else None)
 
     # -- knowledge ---------------------------------------------------------------------
 
@@ -430,20 +268,3 @@ class Session:
         if self._llm is not None:
             self._llm.close()
             self._llm = None
-
-    def _examples(self):
-        if self.memory is None:
-            return None
-        from ehr_magic.memory.examples import MemoryExamples
-
-        return MemoryExamples(self.memory)
-
-
-class _AlongWith:
-    """Few-shot retrieval for a follow-up: the earlier standalone question joins the query."""
-
-    def __init__(self, inner: Any, earlier: str) -> None:
-        self.inner, self.earlier = inner, earlier
-
-    def examples(self, question: str, schema: str, k: int) -> list:
-        return self.inner.examples(f"{self.earlier} {question}", schema, k)

@@ -14,6 +14,7 @@ from rapidfuzz import fuzz
 
 from ehr_magic.skills.cards import Card
 from ehr_magic.skills.errors import SkillError
+from ehr_magic.text import closest
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,6 @@ def rank(cards: list[Card], query: str, k: int) -> list[tuple[Card, float]]:
 
 
 def unknown(name: str, names: list[str]) -> SkillError:
-    from rapidfuzz import process
-
-    close = process.extractOne(name, names)
-    hint = f" Did you mean {close[0]!r}?" if close and close[1] >= 70 else ""
+    close = closest(name, names)
+    hint = f" Did you mean {close!r}?" if close else ""
     return SkillError(f"No skill named {name!r}.{hint} See ehr_magic.skills.catalog() or skills.search('...').")

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.skills.items import CONCEPTS
 
 T0 = dt.datetime(2180, 1, 2, 0, 0)  # ICU admission of the default patient
@@ -180,13 +181,13 @@ def build(path: str | os.PathLike[str], data: dict[str, list[dict[str, Any]]], *
     with building(path) as con:
         for table in wanted:
             columns = layout[table]
-            con.execute(f'CREATE TABLE "{table}" ({", ".join(f"{c} {t}" for c, t in columns.items())})')
+            con.execute(f'CREATE TABLE {quote(table)} ({", ".join(f"{quote(c)} {t}" for c, t in columns.items())})')
             rows = data.get(table, [])
             names = list(columns)
             for start in range(0, len(rows), 500):  # one statement per 500 rows (executemany is slow)
                 chunk = rows[start:start + 500]
                 marks = ", ".join("(" + ", ".join("?" * len(names)) + ")" for _ in chunk)
-                con.execute(f'INSERT INTO "{table}" VALUES {marks}', [row.get(n) for row in chunk for n in names])
+                con.execute(f"INSERT INTO {quote(table)} VALUES {marks}", [row.get(n) for row in chunk for n in names])
         write_metadata(con, schema=schema, source="test", now=NOW, dataset="test")
     return connect(path)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import sqlite3
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pyarrow as pa
 from ehr_magic.db.build import building, write_metadata
 from ehr_magic.sources.loading import LoadReport, Progress
 from ehr_magic.errors import DataSourceError
+from ehr_magic.identifiers import quote_identifier as quote
 
 SCHEMA = "ehrsql_mimic_iv"
 EHRSQL_NOW = "2100-12-31 23:59:00"  # the "current time" the EHRSQL questions assume
@@ -77,12 +77,12 @@ def load(
 
 
 def _copy_table(source: sqlite3.Connection, con, table: str) -> int:
-    columns = [(row[1], duckdb_type(row[2] or "")) for row in source.execute(f'PRAGMA table_info("{table}")')]
-    ident = _quote(table)
-    con.execute(f"CREATE TABLE {ident} ({', '.join(f'{_quote(c)} {t}' for c, t in columns)})")
+    columns = [(row[1], duckdb_type(row[2] or "")) for row in source.execute(f"PRAGMA table_info({quote(table, 'sqlite')})")]
+    ident = quote(table)
+    con.execute(f"CREATE TABLE {ident} ({', '.join(f'{quote(c)} {t}' for c, t in columns)})")
     names = [c for c, _ in columns]
-    cursor = source.execute(f"SELECT {', '.join(_quote(c) for c in names)} FROM {ident}")
-    casts = ", ".join(f"CAST({_quote(c)} AS {t}) AS {_quote(c)}" for c, t in columns)
+    cursor = source.execute(f"SELECT {', '.join(quote(c) for c in names)} FROM {ident}")
+    casts = ", ".join(f"CAST({quote(c)} AS {t}) AS {quote(c)}" for c, t in columns)
     count = 0
     while rows := cursor.fetchmany(_CHUNK):
         # Hand the chunk over as text (SQLite values are loosely typed), DuckDB casts strictly.
@@ -95,7 +95,3 @@ def _copy_table(source: sqlite3.Connection, con, table: str) -> int:
     return count
 
 
-def _quote(name: str) -> str:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise DataSourceError(f"Unsupported table or column name {name!r} in the SQLite file.")
-    return f'"{name}"'

@@ -16,7 +16,6 @@ is taken and reported as not verified.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import os
@@ -27,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ehr_magic import files
 from ehr_magic.sources import mimic_iv
 from ehr_magic.errors import DataSourceError
 from ehr_magic.paths import cache_dir
@@ -206,12 +206,8 @@ def copy_mimic_iv_demo(
         if destination.is_file() and os.path.samefile(source, destination):
             report.already_present.append(name)
             continue
-        partial = destination.with_name(destination.name + ".part")
-        try:
+        with files.replacing(destination) as partial:
             shutil.copyfile(source, partial)
-            os.replace(partial, destination)
-        finally:
-            partial.unlink(missing_ok=True)
         report.downloaded.append(name)
     # The copy's own listing covers only what was verified, so the copy verifies as the original did.
     (target / CHECKSUM_FILE).write_text("".join(f"{sha}  {name}\n" for name, sha in local.checksums.items()))
@@ -227,18 +223,17 @@ def _get(url: str, timeout: float) -> bytes:
 def _download(url: str, destination: Path, expected: str, timeout: float,
               progress: FileProgress | None) -> None:
     destination.parent.mkdir(parents=True, exist_ok=True)
-    partial = destination.with_name(destination.name + ".part")
     digest = hashlib.sha256()
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:  # noqa: S310
-            total = int(response.headers.get("Content-Length") or 0)
-            done = 0
-            while block := response.read(_BLOCK):
-                out.write(block)
-                digest.update(block)
-                done += len(block)
-                if progress:
-                    progress(destination.name, done, total)
+    # a short or corrupt download raises inside the block, so it never replaces the destination
+    with urllib.request.urlopen(url, timeout=timeout) as response, files.atomic_write(destination, binary=True) as out:  # noqa: S310
+        total = int(response.headers.get("Content-Length") or 0)
+        done = 0
+        while block := response.read(_BLOCK):
+            out.write(block)
+            digest.update(block)
+            done += len(block)
+            if progress:
+                progress(destination.name, done, total)
         if total and done < total:  # http.client returns a short body, not an error, when the server hangs up
             raise ConnectionError(f"the connection closed after {done:,} of {total:,} bytes")
         if digest.hexdigest() != expected:
@@ -246,7 +241,3 @@ def _download(url: str, destination: Path, expected: str, timeout: float,
                 f"Checksum mismatch for {destination.name}: the download is corrupt or the server's file "
                 "differs from SHA256SUMS.txt; it was not kept. Run the fetch again."
             )
-        os.replace(partial, destination)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)

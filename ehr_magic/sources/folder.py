@@ -25,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import draft as drafting
 from ehr_magic.knowledge import store as knowledge_store
 from ehr_magic.db import knowledge_io
@@ -122,7 +123,7 @@ def load(
         knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
         if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:
             anchor = knowledge_store.clock_time(knowledge.clock, lambda t, c: con.execute(
-                f"SELECT max({drafting.quote(c)}) FROM {drafting.quote(t)}").fetchone()[0])
+                f"SELECT max({quote(c)}) FROM {quote(t)}").fetchone()[0])
         write_knowledge(con, schema, knowledge.to_yaml())
         return anchor
 
@@ -163,8 +164,8 @@ def _drop_time_zones(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> 
         "AND data_type = 'TIMESTAMP WITH TIME ZONE' ORDER BY table_name, ordinal_position").fetchall()
     for table, column in zoned:
         if table in files:
-            name = drafting.quote(column)
-            con.execute(f"ALTER TABLE {drafting.quote(table)} ALTER {name} SET DATA TYPE TIMESTAMP "
+            name = quote(column)
+            con.execute(f"ALTER TABLE {quote(table)} ALTER {name} SET DATA TYPE TIMESTAMP "
                         f"USING timezone('UTC', {name})")
     if not zoned:
         return ()

@@ -21,6 +21,7 @@ import duckdb
 
 from ehr_magic.db.build import building, write_metadata
 from ehr_magic.errors import DataSourceError
+from ehr_magic.identifiers import quote_identifier as quote
 
 log = logging.getLogger(__name__)
 
@@ -189,13 +190,13 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
             type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
             reader = f"read_csv('{literal}', {_DIALECT}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
         columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
-        select = ", ".join(f'"{c[0]}" AS "{c[0].lower()}"' for c in columns)
-        con.execute(f'CREATE TABLE "{table}" AS SELECT {select} FROM {reader}')
+        select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
+        con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
     except duckdb.Error as exc:
         if not parquet and "sniffing" in str(exc).lower():
             exc = _strict_read_error(con, path) or exc
         raise DataSourceError(read_error(path, table, exc)) from None
-    return int(con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0])
+    return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
 
 
 def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.Error | None:
@@ -257,6 +258,6 @@ def latest_timestamp(con: duckdb.DuckDBPyConnection) -> dt.datetime:
     ).fetchall()
     if not columns:
         return dt.datetime(2000, 1, 1)
-    parts = " UNION ALL ".join(f'SELECT max("{c}") AS m FROM "{t}"' for t, c in columns)
+    parts = " UNION ALL ".join(f"SELECT max({quote(c)}) AS m FROM {quote(t)}" for t, c in columns)
     value = con.execute(f"SELECT max(m) FROM ({parts})").fetchall()[0][0]
     return value or dt.datetime(2000, 1, 1)

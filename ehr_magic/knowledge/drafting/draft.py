@@ -28,12 +28,13 @@ from pathlib import Path
 
 import duckdb
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import meaning
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
 from ehr_magic.knowledge.model import Knowledge, TableInfo
-from ehr_magic.knowledge.drafting.profiling import Table, profile, quote, settle_row_numbers
+from ehr_magic.knowledge.drafting.profiling import Table, profile, settle_row_numbers
 
-__all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all", "quote"]
+__all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all"]
 
 FUTURE_SLACK = dt.timedelta(days=1)  # how far an end time may run past the latest event
 _END_WORDS = {"end", "stop", "until", "expiry", "expiration", "expires", "due", "to", "discharge", "dischtime"}

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import duckdb
 
 from ehr_magic.knowledge.drafting import naming
-from ehr_magic.knowledge.drafting.profiling import OPAQUE, ROW_NUMBERS, Column, Table, quote, sampled
+from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.knowledge.drafting.profiling import OPAQUE, ROW_NUMBERS, Column, Table, sampled
 
 NAMED_SHARE = 0.9  # share of a named column's values found in the key
 VALUE_SHARE = 0.98  # the same for a column joined on its values alone

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import naming
 
 VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
@@ -121,11 +122,6 @@ class Table:
     @property
     def words(self) -> tuple[str, ...]:
         return naming.words(self.original or self.name)
-
-
-def quote(name: str) -> str:
-    """``name`` as a quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def sampled(table: str, rows: int, size: int) -> str:
