@@ -58,7 +58,13 @@ class Column:
 
     @property
     def words(self) -> tuple[str, ...]:
-        return naming.words(self.original or self.name)
+        """The words of the name, abbreviations spelled out (``PAT_NM`` -> patient name)."""
+        return naming.read(self.original or self.name)
+
+    @property
+    def _spelled(self) -> str:
+        """The name and its spelled-out words, for matching parts of names (``DISP_NM``: a name)."""
+        return f"{self.name.lower()} {' '.join(self.words)}"
 
     @property
     def text(self) -> bool:
@@ -78,17 +84,17 @@ class Column:
 
     @property
     def personal(self) -> bool:
-        words = set(re.split(r"[^a-z0-9]+", self.name.lower()))
-        if words & _PERSONAL_WORDS or any(part in self.name.lower() for part in _PERSONAL_PARTS):
+        words = set(re.split(r"[^a-z0-9]+", self.name.lower())) | set(self.words)
+        if words & _PERSONAL_WORDS or any(part in self._spelled for part in _PERSONAL_PARTS):
             # "drug name", "test name": names of things, not of people.
-            things = {w for w in self.words if naming.known(w)} - naming.PEOPLE - naming.GENERIC
+            things = {w for w in self.words if naming.understood(w)} - naming.PEOPLE - naming.GENERIC
             return not (self.label_like and things)
         return False
 
     @property
     def label_like(self) -> bool:
         """Named like a name, label, title or description."""
-        return any(part in self.name.lower() for part in _LABEL_PARTS)
+        return any(part in self._spelled for part in _LABEL_PARTS)
 
     @property
     def code_like(self) -> bool:
@@ -120,7 +126,7 @@ class Table:
 
     @property
     def words(self) -> tuple[str, ...]:
-        return naming.words(self.original or self.name)
+        return naming.read(self.original or self.name)
 
 
 def quote(name: str) -> str:
