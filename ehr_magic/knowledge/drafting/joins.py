@@ -14,7 +14,8 @@ that chance cannot explain it: long identifiers or codes, or integers where numb
 evenly spread over the column's range are rarely keys (small integers 1..20 are found in
 any 1..n key). Among the keys that hold a column's values, a table named for what the column
 names wins (``person_id`` -> ``person``, though ``observation_period`` holds more person ids);
-else the one that holds the others (the patients table, not a one-row-per-patient score table).
+then a key of the column's own name (``IcuStayKey``) over one that shares a word with it; then
+the one that holds the others (the patients table, not a one-row-per-patient score table).
 """
 
 from __future__ import annotations
@@ -151,8 +152,11 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
         found = _shares(con, table, column, [k for k, _ in plan])
         for key, share in found.items():
             shares[(table_name, column_name, key)] = share
-        # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n).
-        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE]
+        # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n), or
+        # its names explain every word of the column's and the column names most of its values
+        # (visit numbers 1..n in enc -> enc_2023."visit#"; not a visit_number 1..3 -> visits.id).
+        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE
+                  and not (named and _explained(column, k) and 2 * column.distinct >= k.column.distinct)]
         if column.integer and unsure:
             for kid, share in _chance(con, column, unsure).items():
                 chance[(table_name, column_name, kid)] = share
@@ -169,7 +173,10 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
                     accepted.append((key, named, share))
         if any(named for _, named, _ in accepted):
             accepted = [a for a in accepted if a[1]]  # a name that vouches beats values alone
-        accepted = _outermost(_entity_tables(column, accepted), shares)
+        accepted = _entity_tables(column, accepted)
+        if any(named >= SAME_NAME for _, named, _ in accepted):
+            accepted = [a for a in accepted if a[1] >= SAME_NAME]  # the key's own name beats shared words
+        accepted = _outermost(accepted, shares)
         if accepted:
             key, named, share = max(accepted, key=lambda a: (round(a[2], 2), a[1], a[0].column.distinct))
             joins.append(Join(table_name, column_name, key.table.name, key.columns[0], share, named > 0))
@@ -202,12 +209,21 @@ def _direction_holds(table: Table, column: Column, key: _Key, named: float) -> b
         return True
     if named_for(table, column) is not None and named_for(key.table, key.column) is None:
         return False
-    if column.name == table.key and not named:
+    if column.name == table.key and named < SAME_NAME and not _explained(column, key):
         return False  # a table's own key joins others only where the names say so
     if key.column.distinct > column.distinct:
         return True
     own = naming.meaningful(table.original or table.name) & naming.meaningful(column.original or column.name)
     return named > 0 and not own
+
+
+def _explained(column: Column, key: _Key) -> bool:
+    """Whether every word ``column`` names is a word of ``key`` or of its table (``patient_key``
+    -> ``patients.id``), not merely one of them (``IcuStayKey``, an intensive care unit stay, is
+    no unit transfer)."""
+    said = naming.meaningful(column.original or column.name)
+    target = naming.meaningful(key.column.original or key.column.name)
+    return bool(said) and said <= target | naming.meaningful(key.table.original or key.table.name)
 
 
 def _outermost(accepted: list[tuple[_Key, float, float]],
