@@ -120,7 +120,7 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
             parts.append("codes, compared as stored text")
     elif column.values and column.distinct == 1:
         parts.append(f"always {quote_text(column.values[0][0])}")
-    elif column.values and vocabulary:
+    elif column.values and (vocabulary or column.code_like):  # a few codes are shown: sex 'F', 'M'
         shown = ", ".join(quote_text(v) for v, _ in column.values[:SHOWN_VALUES])
         more = f" and {column.distinct - SHOWN_VALUES} more" if column.distinct > SHOWN_VALUES else ""
         parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")
