@@ -1,10 +1,12 @@
 """Words in table and column names: ``admitDateTime``, ``admit_date_time`` and ``admitdatetime``
 all read "admit date time".
 
-Names are split at underscores, spaces, case changes and digits; a lower-case run with no
-boundary left (``patientunitstayid``) is cut into known words by dynamic programming over a
-general vocabulary of words found in health-record exports. Nothing here knows a dataset:
-the vocabulary is English words (patient, admission, date, unit...), never a table's name.
+Names are split at underscores, spaces, case changes, digits and punctuation (``visit#``); a
+lower-case run with no boundary left (``patientunitstayid``) is cut by dynamic programming into
+the fewest record-keeping and common English words that cover it (``dischargedestination``), else
+into record-keeping words with unknown pieces kept whole. ``read`` spells out warehouse
+abbreviations (``HSP_ENC`` -> hospital encounter). Nothing here knows a dataset: the vocabularies
+are English and record-keeping words (patient, admission, date, unit...), never a table's name.
 """
 
 from __future__ import annotations
