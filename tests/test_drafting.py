@@ -155,11 +155,12 @@ def test_an_unknown_word_keeps_its_english_ending_and_known_words_still_split() 
     assert naming.words("AgeAtAdmit") == ("age", "at", "admit")
     # an ending joins a known stem only as English does: store-d, not drug-d
     assert naming.words("drugdosage") == ("drug", "dosage") and naming.words("storedtime") == ("stored", "time")
-    # glued names of known words and abbreviations split as before
+    # glued names of known words and abbreviations split as before; English words count where they
+    # cover the whole run (health system), and an English word stays whole (lockout)
     assert naming.words("drughiclseqno") == ("drug", "hicl", "seq", "no")
-    assert naming.words("patienthealthsystemstayid") == ("patient", "healthsystem", "stay", "id")
+    assert naming.words("patienthealthsystemstayid") == ("patient", "health", "system", "stay", "id")
     assert naming.words("icustayid") == ("icu", "stay", "id") and naming.words("hadmid") == ("hadmid",)
-    assert naming.words("lockout_interval") == ("lock", "out", "interval")
+    assert naming.words("lockout_interval") == ("lockout", "interval")
 
 
 # -- the demos as plain folders -----------------------------------------------------------------

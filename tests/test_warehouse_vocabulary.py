@@ -1,9 +1,14 @@
-"""The packaged warehouse-abbreviation vocabulary is well-formed, versioned data."""
+"""The packaged warehouse-abbreviation vocabulary is well-formed, versioned data, and its loader reads it."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
+
+import pytest
+
+from ehr_magic.errors import EhrMagicError
+from ehr_magic.linking.warehouse_vocabulary import parse, warehouse_abbreviations
 
 VOCABULARY = Path(__file__).resolve().parents[1] / "ehr_magic" / "linking" / "vocabulary" / "warehouse_abbreviations.tsv"
 KINDS = {"table-word", "column-word", "suffix"}
@@ -46,3 +51,26 @@ def test_common_warehouse_words_are_known() -> None:
     first = {a.lower(): e.split(" | ")[0] for a, _, e in rows}
     assert first["enc"] == "encounter" and first["dx"] == "diagnosis" and first["dttm"] == "date time"
     assert first["flwsht"] == "flowsheet" and first["uom"] == "unit of measure"
+
+
+# -- the loader ------------------------------------------------------------------------------------
+
+
+def test_the_packaged_file_loads_with_its_version_and_every_row() -> None:
+    vocabulary = warehouse_abbreviations()
+    _, _, rows = _read()
+    assert vocabulary.version == "1" and len(vocabulary) == len(rows)
+    assert vocabulary.words("HSP") == ("hospital",) and vocabulary.words("dttm") == ("date", "time")
+    assert vocabulary.expand("flwsht") == ("flowsheet",) and vocabulary.expand("admitted") == ()
+    assert vocabulary.kinds["dttm"] == "suffix" and "flowsheet" in vocabulary.spelled
+
+
+def test_a_malformed_vocabulary_names_its_line() -> None:
+    header = "# version: 2\n# Provenance: a test\nabbreviation\tkind\texpansions\n"
+    assert parse(header + "enc\ttable-word\tencounter | visit\n", source="t.tsv").expand("ENC") == ("encounter", "visit")
+    with pytest.raises(EhrMagicError, match="t.tsv, line 4"):
+        parse(header + "enc\tnoun\tencounter\n", source="t.tsv")
+    with pytest.raises(EhrMagicError, match="listed twice"):
+        parse(header + "enc\ttable-word\tencounter\nENC\ttable-word\tvisit\n", source="t.tsv")
+    with pytest.raises(EhrMagicError, match="Provenance"):
+        parse("# version: 2\nabbreviation\tkind\texpansions\nenc\ttable-word\tencounter\n", source="t.tsv")

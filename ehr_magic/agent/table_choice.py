@@ -45,6 +45,7 @@ import numpy as np
 from rapidfuzz import fuzz
 
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.text import normalise
 from ehr_magic.memory.similarity import default_tokens
@@ -181,6 +182,8 @@ class TablePicker:
         # A word no table uses stands for the other words of its group: a bridge between the
         # question's words and the schema's, never extra weight for a word the schema speaks.
         related = {s for w in words if w not in self._idf for s in _synonyms().get(w, ())} - words
+        related |= {w for token in re.findall(r"\b[A-Z][A-Z0-9]+\b", question)  # 'ICU', 'DX' as written
+                    if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - words
         for table, document in self._documents.items():
             scores[table] += sum(self._idf[w] for w in words & document)
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in words - document
@@ -229,9 +232,10 @@ class TablePicker:
     def _table_documents(self, knowledge: Any) -> dict[str, frozenset[str]]:
         documents: dict[str, set[str]] = {}
         for table in self.tables:
-            words = set(identifier_words(table))
+            words = set(identifier_words(table)) | spelled_out(table)
             for column in self.ehr.columns(table):
                 words.update(identifier_words(column))
+                words.update(spelled_out(column))
             info = self._described.get(table)
             if info is not None:
                 text = " ".join((info.row, info.description, *info.columns.values()))
@@ -307,3 +311,16 @@ class _ValueColumn:
         said[(np.bincount(inverse, weights=long) == 0) & (said < _WHOLE)] = 0.0
         best = float(said.max())
         return 1.0 if best >= _WHOLE else best
+
+
+def spelled_out(name: str) -> set[str]:
+    """The content words of what the warehouse abbreviations in ``name`` stand for (their first
+    meaning): ``HSP_ENC`` -> hospital, encounter; ``FLO_MEAS_ID`` -> flowsheet, measurement. An
+    abbreviation a question writes in capitals ('DX') that no table uses is read the same way."""
+    vocabulary = warehouse_abbreviations()
+    found: set[str] = set()
+    for word in re.findall(r"[a-z0-9]+", _CAMEL.sub(" ", name).lower()):
+        meanings = vocabulary.expand(word)
+        if meanings and word not in meanings:
+            found.update(_content_words(meanings[0]))
+    return found

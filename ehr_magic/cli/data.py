@@ -91,6 +91,8 @@ def run_load(args: argparse.Namespace) -> int:
     print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, {clock}.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
+    for table, file in report.empty.items():
+        print(f"warning: {file} is empty (not even a header row), so table {table} was skipped.", file=sys.stderr)
     return 0
 
 

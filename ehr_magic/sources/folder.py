@@ -113,12 +113,15 @@ def load(
     given = parse_time(now) if now is not None else None
 
     def finish(con: duckdb.DuckDBPyConnection, report: LoadReport) -> dt.datetime | None:
-        for table, path in files.items():
+        loaded = {table: path for table, path in files.items() if table in report.tables}  # not empty files
+        for table, path in loaded.items():
             _check_shape(con, table, path)
         if progress:
-            progress("drafting knowledge", len(files), len(files))
-        notes = _drop_time_zones(con, files)
-        knowledge, anchor = drafting.draft(con, files, schema=schema, dataset=dataset, now=given, notes=notes)
+            progress("drafting knowledge", len(loaded), len(loaded))
+        notes = _drop_time_zones(con, loaded) + tuple(
+            f"File {Path(file).name} was empty (not even a header row), so it was not loaded."
+            for file in report.empty.values())
+        knowledge, anchor = drafting.draft(con, loaded, schema=schema, dataset=dataset, now=given, notes=notes)
         # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
         knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
         if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:

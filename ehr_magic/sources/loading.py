@@ -13,6 +13,7 @@ import gzip
 import logging
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ class LoadReport:
 
     tables: dict[str, int] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    empty: dict[str, str] = field(default_factory=dict)  # table -> its file, skipped: no header, no rows
     now: str = ""  # empty when the data has no dates (time_model "offset")
     time_model: str = "calendar"
 
@@ -153,7 +155,13 @@ def load_tables(
         for i, (table, path) in enumerate(files.items()):
             if progress:
                 progress(table, i, len(files))
+            if _blank(path):
+                report.empty[table] = str(path)  # no header: DuckDB would make up a column0 for it
+                continue
             report.tables[table] = _load_one(con, table, path, type_overrides)
+        if not report.tables:
+            raise DataSourceError(f"Every table file given is empty ({', '.join(report.empty.values())}); "
+                                  "nothing to load.")
         if progress:
             progress("done", len(files), len(files))
         drafted_now = finish(con, report) if finish else None
@@ -163,13 +171,26 @@ def load_tables(
                 anchor = anchor.strftime("%Y-%m-%d %H:%M:%S")
             report.now = str(anchor)
         write_metadata(con, schema=schema, source=source, now=report.now, dataset=dataset,
-                       missing_tables=",".join(report.missing), **extra)
+                       missing_tables=",".join([*report.missing, *report.empty]), **extra)
     return report
 
 
 # Standard CSV, stated rather than sniffed: the sniffer can take a ragged file for a
 # one-column one (or a header further down) and load it silently.
 _DIALECT = "header=true, delim=',', quote='\"', escape='\"', skip=0, strict_mode=true, null_padding=false"
+
+
+def _blank(path: Path) -> bool:
+    """Whether a CSV file holds nothing at all, not even a header row (a parquet file always
+    has its columns)."""
+    if path.name.lower().endswith(".parquet"):
+        return False
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+            return not any(line.strip() for line in handle)
+    except (OSError, EOFError, zlib.error):
+        return False  # unreadable: loading it says why
 
 
 def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str]) -> int:

@@ -142,11 +142,11 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str
         by_table.setdefault(join.table, {})[join.column] = join
         if join.table not in referrers.setdefault(join.target, []):
             referrers[join.target].append(join.table)
-    dictionaries = {t.name for t in tables.values() if meaning.is_dictionary(t, t.name in referrers)}
+    dictionaries = {t.name for t in tables.values() if meaning.is_dictionary(t, len(referrers.get(t.name, ())))}
     infos: dict[str, TableInfo] = {}
     for table in tables.values():
-        vocabulary = meaning.lookup_columns(table, table.name in dictionaries)
         own = by_table.get(table.name, {})
+        vocabulary = meaning.lookup_columns(table, table.name in dictionaries, own)
         columns = {c.name: meaning.describe_column(table, c, own, c.name in vocabulary)
                    for c in table.columns.values()}
         row = meaning.table_line(table, own, dictionaries, tables, referrers.get(table.name, []))
@@ -194,6 +194,8 @@ def _type_clashes(tables: dict[str, Table]) -> tuple[str, ...]:
 
 def _identity(table: Table, dictionary: bool) -> str:
     """What identifies a row, and whether the table is a dictionary."""
+    if table.rows == 0:
+        return "No rows in this data (the file has only its header), so no key is drafted and nothing joins to it."
     if table.rows < 2:
         return f"Only {table.rows} row, so no key is drafted and nothing joins to it."
     if table.key and table.key != table.row_number:

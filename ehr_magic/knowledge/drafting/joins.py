@@ -12,12 +12,15 @@ most of its values are found; integers named only in part (``claimtypeid`` -> a 
 ``chargeid``) also need chance ruled out. Without a name, the values must all be found, and be such
 that chance cannot explain it: long identifiers or codes, or integers where numbers
 evenly spread over the column's range are rarely keys (small integers 1..20 are found in
-any 1..n key). Among the keys that hold a column's values, the one that holds the others
-(the patients table, not a one-row-per-patient score table) wins.
+any 1..n key). Among the keys that hold a column's values, a table named for what the column
+names wins (``person_id`` -> ``person``, though ``observation_period`` holds more person ids);
+then a key of the column's own name (``IcuStayKey``) over one that shares a word with it; then
+the one that holds the others (the patients table, not a one-row-per-patient score table).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import duckdb
@@ -46,9 +49,16 @@ class Join:
     also: tuple[tuple[str, str], ...] = ()  # further (column, key) pairs of a two-column key
 
     def text(self) -> str:
+        """``target ON table.column = target.key``, a name that is not a plain identifier quoted
+        (``enc_2023 ON labs.enc = enc_2023."visit#"``), so the condition runs as it reads."""
         pairs = [(self.column, self.key), *self.also]
-        condition = " AND ".join(f"{self.table}.{c} = {self.target}.{k}" for c, k in pairs)
+        condition = " AND ".join(f"{self.table}.{sql_name(c)} = {self.target}.{sql_name(k)}" for c, k in pairs)
         return f"{self.target} ON {condition}"
+
+
+def sql_name(name: str) -> str:
+    """``name`` as SQL writes it: plain, or quoted when it is not a plain identifier (``"visit#"``)."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else quote(name)
 
 
 @dataclass(frozen=True)
@@ -143,8 +153,11 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
         found = _shares(con, table, column, [k for k, _ in plan])
         for key, share in found.items():
             shares[(table_name, column_name, key)] = share
-        # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n).
-        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE]
+        # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n), or
+        # its names explain every word of the column's and the column names most of its values
+        # (visit numbers 1..n in enc -> enc_2023."visit#"; not a visit_number 1..3 -> visits.id).
+        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE
+                  and not (named and _explained(column, k) and 2 * column.distinct >= k.column.distinct)]
         if column.integer and unsure:
             for kid, share in _chance(con, column, unsure).items():
                 chance[(table_name, column_name, kid)] = share
@@ -161,6 +174,9 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
                     accepted.append((key, named, share))
         if any(named for _, named, _ in accepted):
             accepted = [a for a in accepted if a[1]]  # a name that vouches beats values alone
+        accepted = _entity_tables(column, accepted)
+        if any(named >= SAME_NAME for _, named, _ in accepted):
+            accepted = [a for a in accepted if a[1] >= SAME_NAME]  # the key's own name beats shared words
         accepted = _outermost(accepted, shares)
         if accepted:
             key, named, share = max(accepted, key=lambda a: (round(a[2], 2), a[1], a[0].column.distinct))
@@ -168,17 +184,47 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
     return joins
 
 
+def named_for(table: Table, column: Column) -> int | None:
+    """How many words the name of ``table`` has beyond what ``column`` names (``person`` for
+    ``person_id``: 0; ``patient_demographics`` for ``patient_id``: 1), or None when the table is
+    not named for it: the table whose rows are the things the column identifies."""
+    said = naming.meaningful(column.original or column.name)
+    own = naming.meaningful(table.original or table.name)
+    return len(own - said) if said and said <= own else None
+
+
+def _entity_tables(column: Column, accepted: list[tuple[_Key, float, float]]) -> list[tuple[_Key, float, float]]:
+    """The accepted keys in the tables most closely named for what ``column`` names, if any is;
+    else all: values found in ``person`` make ``person_id`` refer to ``person``, even where the
+    observation periods hold more person ids."""
+    extra = {key.kid: named_for(key.table, column) for key, _, _ in accepted}
+    closest = min((n for n in extra.values() if n is not None), default=None)
+    return accepted if closest is None else [a for a in accepted if extra[a[0].kid] == closest]
+
+
 def _direction_holds(table: Table, column: Column, key: _Key, named: float) -> bool:
     """A key refers to another key only if that one holds more (a one-row-per-stay score table
-    refers to the stays), or the names say which side is the source."""
+    refers to the stays), or the names say which side is the source. The key of a table named
+    for what it identifies (``person.person_id``) refers only to a table named for it too."""
     if column.name not in table.unique:
         return True
-    if column.name == table.key and not named:
+    if named_for(table, column) is not None and named_for(key.table, key.column) is None:
+        return False
+    if column.name == table.key and named < SAME_NAME and not _explained(column, key):
         return False  # a table's own key joins others only where the names say so
     if key.column.distinct > column.distinct:
         return True
     own = naming.meaningful(table.original or table.name) & naming.meaningful(column.original or column.name)
     return named > 0 and not own
+
+
+def _explained(column: Column, key: _Key) -> bool:
+    """Whether every word ``column`` names is a word of ``key`` or of its table (``patient_key``
+    -> ``patients.id``), not merely one of them (``IcuStayKey``, an intensive care unit stay, is
+    no unit transfer)."""
+    said = naming.meaningful(column.original or column.name)
+    target = naming.meaningful(key.column.original or key.column.name)
+    return bool(said) and said <= target | naming.meaningful(key.table.original or key.table.name)
 
 
 def _outermost(accepted: list[tuple[_Key, float, float]],

@@ -4,7 +4,9 @@
   few columns, and a name, label or description that varies from code to code. Its text
   columns are lookup columns however many distinct values they have.
 - Repeated text in other tables (drug names, test names, specimen types, units) gives
-  lookup columns too; identifiers, free text and personal data never do.
+  lookup columns too; identifiers (keys, references, columns named for what they identify,
+  such as a patient ``pt``), free text and personal data never do.
+- A unit column is known by its values ('mg/dL', '%', 'bpm'), never by its name alone.
 - Code columns are described as codes, never as numbers written as text.
 - One line per table says what a row is and how it joins: ``One row per lab event:
   patient, admission, item (-> lab items), chart time, value, unit``.
@@ -13,9 +15,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
 from ehr_magic.knowledge.drafting import naming
-from ehr_magic.knowledge.drafting.joins import Join
+from ehr_magic.knowledge.drafting.joins import Join, sql_name
 from ehr_magic.knowledge.drafting.profiling import VOCABULARY_MAX, Column, Table
 
 SHOWN_VALUES = 8  # values written into a column's description
@@ -28,12 +31,24 @@ _DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dicti
 _ROLES = (({"patient", "person", "subject", "member", "client", "resident"}, "a patient id"),
           ({"admission", "encounter", "visit", "hospitalization", "episode"}, "a visit id"),
           ({"stay"}, "a stay id"))
-_UNIT_WORDS = {"unit", "units", "uom"}
+_ID_WORDS = {"id", "ids", "key", "keys", "identifier", "number", "num", "no", "nr"}
 
 
 def _role(*names: str) -> str:
-    said = {naming.singular(w) for name in names for w in naming.words(name)}
+    said = {naming.singular(w) for name in names for w in naming.read(name)}
     return next((role for words, role in _ROLES if said & words), "")
+
+
+def identifies(table: Table, column: Column, joined: Iterable[str] = ()) -> bool:
+    """Whether ``column`` holds identifiers: the key, a reference to another table, or short
+    code-shaped values under a name that says an id (``test_no``) or names only what it
+    identifies (``pt``, ``visit#``; not ``encounter_class``)."""
+    if column.name == table.key or column.name in joined:
+        return True
+    if not (column.text and column.spaced < 0.01 and column.codes >= 0.99):
+        return False
+    about = naming.meaningful(column.original or column.name)
+    return bool(set(column.words) & _ID_WORDS) or bool(about) and all(_role(word) for word in about)
 
 
 def _label(column: Column) -> bool:
@@ -42,25 +57,31 @@ def _label(column: Column) -> bool:
             and column.letters >= 0.5 and column.avg_length <= 200)
 
 
-def is_dictionary(table: Table, referenced: bool) -> bool:
-    """A table mapping a code to a name or description (see the module docstring)."""
+def is_dictionary(table: Table, referenced: int) -> bool:
+    """A table mapping a code to a name or description (see the module docstring);
+    ``referenced``: how many other tables refer to it. Entries have no times, but for the
+    validity dates of a dictionary that several tables refer to by its names (a concept table)."""
     keyed = bool(table.unique) or table.composite is not None
     if not keyed or table.rows < 2:
         return False
     columns = [c for c in table.columns.values() if c.name != table.row_number]
-    if any(c.time for c in columns):
-        return False  # events happen at a time; dictionary entries do not
     varied = [c for c in columns if _label(c) and c.distinct >= 0.3 * table.rows and c.name not in table.unique]
+    named = [c for c in columns if _label(c) and c.label_like and c.distinct >= 0.3 * table.rows
+             and c.name != table.key]
+    if any(c.time for c in columns) and not (referenced >= 2 and named):
+        return False  # events happen at a time; dictionary entries do not
     textual = [c for c in columns if c.text or c.name in table.unique]
     mostly_text = len(textual) * 2 >= len(columns)
-    return bool(varied) and mostly_text and (referenced or len(columns) <= _DICTIONARY_COLUMNS)
+    return bool(varied) and mostly_text and (referenced > 0 or len(columns) <= _DICTIONARY_COLUMNS)
 
 
-def lookup_columns(table: Table, dictionary: bool) -> list[str]:
-    """Columns whose stored values are worth looking up (see the module docstring)."""
+def lookup_columns(table: Table, dictionary: bool, joined: Iterable[str] = ()) -> list[str]:
+    """Columns whose stored values are worth looking up (see the module docstring); ``joined``:
+    the columns that refer to other tables."""
     found = []
+    joined = set(joined)
     for column in table.columns.values():
-        if not _label(column) or column.distinct < 2:
+        if not _label(column) or column.distinct < 2 or identifies(table, column, joined):
             continue
         if dictionary and column.name not in table.unique and not column.code_like:
             found.append(column.name)
@@ -84,19 +105,22 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append("the key (unique, never empty)" + (f"; {role}" if role else ""))
     elif column.name == table.row_number:
         parts.append("a row number (it joins nothing)")
+    elif column.name not in joins and identifies(table, column):
+        role = _role(column.original or column.name)
+        parts.append(f"{role} (an identifier)" if role else "an identifier")
     if column.name in joins:
         join = joins[column.name]
-        target = f"{join.target}.{join.key}"
+        target = f"{join.target}.{sql_name(join.key)}"
         role = _role(join.target, join.key)
         parts.append(f"refers to {target}" + (f" ({role})" if role else ""))
-    if column.text and set(column.words) & _UNIT_WORDS and column.name not in joins:
+    if column.unit_like and column.name not in joins:
         parts.append("a unit of measure")
     if column.name == table.key or column.name == table.row_number or column.name in joins:
         if column.code_like and column.text:
             parts.append("codes, compared as stored text")
     elif column.values and column.distinct == 1:
         parts.append(f"always {quote_text(column.values[0][0])}")
-    elif column.values and vocabulary:
+    elif column.values and (vocabulary or column.code_like):  # a few codes are shown: sex 'F', 'M'
         shown = ", ".join(quote_text(v) for v, _ in column.values[:SHOWN_VALUES])
         more = f" and {column.distinct - SHOWN_VALUES} more" if column.distinct > SHOWN_VALUES else ""
         parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")

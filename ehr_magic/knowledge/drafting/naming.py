@@ -1,16 +1,24 @@
 """Words in table and column names: ``admitDateTime``, ``admit_date_time`` and ``admitdatetime``
 all read "admit date time".
 
-Names are split at underscores, spaces, case changes and digits; a lower-case run with no
-boundary left (``patientunitstayid``) is cut into known words by dynamic programming over a
-general vocabulary of words found in health-record exports. Nothing here knows a dataset:
-the vocabulary is English words (patient, admission, date, unit...), never a table's name.
+Names are split at underscores, spaces, case changes, digits and punctuation (``visit#``); a
+lower-case run with no boundary left (``patientunitstayid``) is cut by dynamic programming into
+the fewest record-keeping and common English words that cover it (``dischargedestination``), else
+into record-keeping words with unknown pieces kept whole. ``read`` spells out warehouse
+abbreviations (``HSP_ENC`` -> hospital encounter). Nothing here knows a dataset: the vocabularies
+are English and record-keeping words (patient, admission, date, unit...), never a table's name.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
+
+import inflect
+import wordsegment
+
+from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 
 # Words found in health-record and warehouse exports, whatever the source system.
 _VOCABULARY = """
@@ -44,12 +52,17 @@ long short full abbreviation abbrev prefix suffix severity mortality ab
 bedside numeric perform collect observe measure movement catalog demographic demographics given finding term
 display flowsheet administrative deceased disposition preferred entry transfer spoken civil
 owner user contact mother father
+of and by per at on for with
 """.split()
 _WORDS = frozenset(_VOCABULARY)
 # Known words that also end English words: after a word the vocabulary lacks they are its ending
 # (cover-age, aver-age, percent-age), not a word of their own.
 _SUFFIX_WORDS = frozenset({"age"})
 _ENDINGS = ("s", "es", "d", "ed", "ing", "er", "ers")
+_SIBILANT = ("s", "x", "z", "ch", "sh")  # stems that take -es: statuses, boxes, patches
+# English words this long or longer count when a run is cut; shorter ones (ad, ha, ills) would cut
+# abbreviations and codes into bits (hadm -> had m).
+_ENGLISH_MIN = 4
 # Words that say "an identifier", not what is identified.
 GENERIC = frozenset({"id", "ids", "key", "keys", "code", "codes", "num", "number", "no", "nr", "ref", "fk", "pk",
                      "the", "of", "d", "dim", "fact", "tbl", "table", "lkp", "lookup", "dict", "master", "list"})
@@ -57,7 +70,7 @@ GENERIC = frozenset({"id", "ids", "key", "keys", "code", "codes", "num", "number
 PEOPLE = frozenset({"patient", "patients", "person", "persons", "subject", "subjects", "member", "members", "client",
                     "resident", "provider", "providers", "caregiver", "caregivers", "clinician", "staff",
                     "physician", "doctor", "nurse", "first", "last", "full", "owner", "contact", "mother",
-                    "father", "user", "name", "names"})
+                    "father", "user", "name", "names", "middle", "given", "family", "maiden", "nick", "sur"})
 _BOUNDARY = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
@@ -74,8 +87,12 @@ def words(name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _segment(run: str) -> tuple[str, ...]:
-    """Known words covering ``run`` at the least cost (``_cheapest``), an unknown word kept
-    whole with its English ending: ``payercoverage`` -> ``('payer', 'coverage')``."""
+    """The words of a lower-case run: English and record-keeping words covering all of it
+    (``_covered``), else known words with unknown pieces kept whole (``_cheapest``), an
+    unknown word keeping its English ending: ``payercoverage`` -> ``('payer', 'coverage')``."""
+    covered = _covered(run)
+    if covered:
+        return covered
     pieces: list[str] = []
     for piece in _cheapest(run):
         if piece in _SUFFIX_WORDS and pieces and not known(pieces[-1]):
@@ -83,6 +100,33 @@ def _segment(run: str) -> tuple[str, ...]:
         else:
             pieces.append(piece)
     return tuple(pieces)
+
+
+def _covered(run: str) -> tuple[str, ...]:
+    """The fewest words covering all of ``run``, each a record-keeping word (``known``) or a
+    common English word (``english``); an English word costs a little more, so record-keeping
+    words win a tie (nurse assess entry, not nurse asses sentry). Empty when no cover exists:
+    an English word counts only where every other letter of the run is a word too, so that
+    it never swallows the letters of an abbreviation beside it (low exhmv, not lowe xhmv)."""
+    best: list[tuple[float, tuple[str, ...]] | None] = [(0.0, ())]
+    for end in range(1, len(run) + 1):
+        found = None
+        for start in range(end):
+            before = best[start]
+            piece = run[start:end]
+            if before is None:
+                continue
+            if known(piece):
+                cost = before[0] + 2
+            elif english(piece):
+                cost = before[0] + 3
+            else:
+                continue
+            if found is None or cost < found[0]:
+                found = (cost, (*before[1], piece))
+        best.append(found)
+    last = best[-1]
+    return last[1] if last else ()
 
 
 def _cheapest(run: str) -> tuple[str, ...]:
@@ -100,6 +144,12 @@ def _cheapest(run: str) -> tuple[str, ...]:
     return best[-1][1]
 
 
+def understood(word: str) -> bool:
+    """Whether ``word`` is a record-keeping word: in the general vocabulary (``known``) or a word
+    that warehouse abbreviations spell out (component, dispense)."""
+    return known(word) or word in warehouse_abbreviations().spelled
+
+
 def known(word: str) -> bool:
     """Whether ``word`` is in the general vocabulary, or one with an ending (``recorded``, ``measured``)."""
     if word in _WORDS:
@@ -108,35 +158,73 @@ def known(word: str) -> bool:
         stem = word[: -len(ending)]
         if ending == "d" and not stem.endswith("e"):  # store-d, but not drug-d
             continue
+        if ending == "es" and not stem.endswith(_SIBILANT):  # status-es, but not discharged-es
+            continue
         if word.endswith(ending) and len(stem) >= 4 and (stem in _WORDS or stem + "e" in _WORDS):
             return True
     return False
 
 
+@functools.cache
+def _english_words() -> frozenset[str]:
+    """English words of ``_ENGLISH_MIN`` letters or more, from the two lists the ``wordsegment``
+    package ships: the ENABLE word list (a public-domain dictionary, inflected forms included)
+    and the 333,000 most frequent words of a trillion-word web corpus. A word must be in both:
+    the dictionary leaves out web tokens (itemid, datetime), the corpus obscure entries (codein)."""
+    dictionary = set(Path(wordsegment.Segmenter.WORDS_FILENAME).read_text(encoding="utf-8").split())
+    frequent = Path(wordsegment.Segmenter.UNIGRAMS_FILENAME).read_text(encoding="utf-8").split()[::2]  # word, count
+    return frozenset(w for w in frequent if len(w) >= _ENGLISH_MIN and w in dictionary)
+
+
+def english(word: str) -> bool:
+    """Whether ``word`` is a common English word of four letters or more (``descendant``, ``verbatim``)."""
+    return word in _english_words()
+
+
+@functools.lru_cache(maxsize=4096)
 def singular(word: str) -> str:
-    """``diagnoses`` -> ``diagnosis``, ``labitems`` -> ``labitem``, ``stays`` -> ``stay``."""
-    if len(word) <= 3 or word.endswith(("ss", "us", "is")):
+    """``statuses`` -> ``status``, ``diagnoses`` -> ``diagnosis``, ``people`` -> ``person``,
+    ``labitems`` -> ``labitem``: irregular plurals from ``inflect``. Words that only end like a
+    plural stay as they are (status, diagnosis, sepsis, meas), and so do plurals in -a, which
+    names use as mass nouns (data, media, criteria)."""
+    if len(word) <= 3 or word.endswith(("ss", "us", "is")) or word.endswith("a"):
         return word
-    if word.endswith("ses") and word[:-2] + "is" in _WORDS:
-        return word[:-2] + "is"
-    if word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("xes", "ches", "shes")):
-        return word[:-2]
-    return word[:-1] if word.endswith("s") else word
+    found = _INFLECT.singular_noun(word)
+    if not found or (word.endswith("as") and not (known(found) or english(found))):
+        return word  # not a plural, or a word in -as that is not one (meas, bias)
+    return found
+
+
+_INFLECT = inflect.engine()
+
+
+@functools.lru_cache(maxsize=8192)
+def read(name: str) -> tuple[str, ...]:
+    """The words of a name with warehouse abbreviations spelled out (their first meaning, from
+    ``warehouse_abbreviations.tsv``): ``HSP_ENC`` -> ``('hospital', 'encounter')``, ``ADM_DTTM``
+    -> ``('admission', 'date', 'time')``. A word one of whose meanings is itself (id, key, lab)
+    stays as it is."""
+    vocabulary = warehouse_abbreviations()
+    found: list[str] = []
+    for word in words(name):
+        meanings = vocabulary.expand(word)
+        found.extend(word.split() if not meanings or word in meanings else meanings[0].split())
+    return tuple(found)
 
 
 def meaningful(name: str) -> set[str]:
-    """The words of ``name`` that say what it is about, singular (``patientKey`` -> ``{'patient'}``)."""
-    return {singular(w) for w in words(name) if w not in GENERIC and not w.isdigit()}
+    """The words of ``name`` that say what it is about, singular (``patientKey`` -> ``{'patient'}``,
+    ``PAT_ID`` -> ``{'patient'}``)."""
+    return {singular(w) for w in read(name) if w not in GENERIC and not w.isdigit()}
 
 
 def phrase(name: str) -> str:
-    """A name as words: ``admitdatetime`` -> ``admit date/time``."""
-    return " ".join(words(name)).replace("date time", "date/time") or name
+    """A name as words: ``admitdatetime`` -> ``admit date/time``, ``DSCH_DTTM`` -> ``discharge date/time``."""
+    return " ".join(read(name)).replace("date time", "date/time") or name
 
 
 def entity(table: str) -> str:
-    """What one row of ``table`` is, from its name: ``lab_results`` -> ``lab result``."""
-    parts = [w for w in words(table) if w not in GENERIC and not w.isdigit()] or list(words(table)) or [table]
+    """What one row of ``table`` is, from its name: ``lab_results`` -> ``lab result``, ``HSP_ENC``
+    -> ``hospital encounter``."""
+    parts = [w for w in read(table) if w not in GENERIC and not w.isdigit()] or list(read(table)) or [table]
     return " ".join([*parts[:-1], singular(parts[-1])])

