@@ -18,12 +18,15 @@ prints per database:
 - the system message: how many distinct ones the questions got (goal: 1 per window) and its
   tokens, the prefix every question on the database repeats.
 
-Then on the MIMIC-IV demo (every lookup column of the full demo, ICD titles among them): the
-median and p95 time of building the first prompt per question, and of value linking alone when
-the code has it (goal: linking <= 50 ms median).
+Then on the MIMIC-IV demo (all 31 tables, every lookup column, the ICD titles among them), with
+its seed questions (each question's own seed left out of its examples, as in bench_agent.py):
+first-prompt tokens against the EHRAgent-style prompt at 8k and 4k with the share of questions
+whose seed code's tables are all in the prompt beside each, the tokens per section and the system
+messages; and the median and p95 time of building the first prompt per EHRSQL valid question,
+and of value linking alone when the code has it (goal: linking <= 50 ms median).
 
     PYTHONPATH=$PWD python bench/bench_first_prompt.py [--work DIR] [--questions N]
-        [--databases home descriptive camel] [--skip-timing]
+        [--databases home descriptive camel] [--skip-mimic] [--skip-timing]
 
 --work keeps the loaded databases (ehrsql.duckdb, STYLE.duckdb, mimic-iv-demo.duckdb and the
 renamed CSV copies) between runs; it is the same layout as bench_unfamiliar.py's --work.
@@ -233,10 +236,12 @@ def measure(name: str, db: Path, questions: list[tuple[str, str]]) -> None:
             share = sum(ours) / sum(theirs.values())
             count = len(questions)
             system_tokens = sorted(estimate_tokens(s) for s in systems)
+            uncached = (sum(ours) - count * system_tokens[0]) / sum(theirs.values())
             print(f"  {window // 1024}k: value coverage {100 * covered / max(1, len(with_values)):.1f}% "
                   f"({covered}/{len(with_values)}); first prompt {statistics.mean(ours):,.0f} tokens, "
-                  f"EHRAgent-style {statistics.mean(theirs.values()):,.0f}, ratio {share:.2f}; gold tables "
-                  f"listed {100 * listed / count:.1f}%, full {100 * in_full / count:.1f}%")
+                  f"EHRAgent-style {statistics.mean(theirs.values()):,.0f}, ratio {share:.2f} (past the repeated "
+                  f"system prefix {uncached:.2f}); gold tables listed {100 * listed / count:.1f}%, "
+                  f"full {100 * in_full / count:.1f}%")
             print(f"      sections (mean tokens): " + ", ".join(
                 f"{part} {statistics.mean(values + [0] * (count - len(values))):,.0f}"
                 for part, values in sorted(parts.items(), key=lambda item: -sum(item[1]))))
@@ -247,6 +252,45 @@ def measure(name: str, db: Path, questions: list[tuple[str, str]]) -> None:
                   + f", {100 * system_tokens[0] / statistics.mean(ours):.0f}% of the prompt")
             for question, missing in misses:
                 print(f"      value miss: {question}\n        not shown: {missing}")
+
+
+def mimic_tokens(work: Path) -> None:
+    """Tokens against EHRAgent-style on the MIMIC-IV demo's seed questions (bench_agent.py's measure)."""
+    from bench_agent import _Excluding
+    from ehr_magic.agent.table_choice import tables_in_code
+    from ehr_magic.memory.fewshot import seed_examples
+
+    db = mimic_demo(work)
+    cases = list(seed_examples("mimic_iv"))
+    with ehr_magic.connect(db) as ehr:
+        agent = Agent(ehr, None, examples=_Excluding(SeedExamples()), settings=AgentSettings(shots=4))
+        theirs = [ehragent_style_tokens(ehr, c.question, agent.examples.examples(c.question, ehr.schema, 4))
+                  for c in cases]
+        print(f"MIMIC-IV demo, {len(cases)} seed questions (own seed left out of the examples):")
+        for window in WINDOWS:
+            fitted = ContextWindow(window, "bench")
+            ours, listed, in_full, systems, parts = [], 0, 0, set(), defaultdict(list)
+            for case in cases:
+                prompt = agent.prompt(case.question, window=fitted)
+                gold = set(tables_in_code(ehr.tables(), case.code))
+                listed += gold <= set(prompt.tables)
+                in_full += gold <= set(prompt.tables[:prompt.layout.tables])
+                ours.append(estimate_prompt_tokens(prompt.messages))
+                systems.add(prompt.messages[0]["content"])
+                for part, tokens in sections(prompt.messages).items():
+                    parts[part].append(tokens)
+            count = len(cases)
+            system_tokens = sorted(estimate_tokens(s) for s in systems)
+            uncached = (sum(ours) - count * system_tokens[0]) / sum(theirs)
+            print(f"  {window // 1024}k: first prompt {statistics.mean(ours):,.0f} tokens, EHRAgent-style "
+                  f"{statistics.mean(theirs):,.0f}, ratio {sum(ours) / sum(theirs):.2f} (past the repeated system "
+                  f"prefix {uncached:.2f}); seed-code tables listed {100 * listed / count:.1f}%, "
+                  f"full {100 * in_full / count:.1f}%")
+            print("      sections (mean tokens): " + ", ".join(
+                f"{part} {statistics.mean(values + [0] * (count - len(values))):,.0f}"
+                for part, values in sorted(parts.items(), key=lambda item: -sum(item[1]))))
+            print(f"      system messages: {len(systems)} distinct, {system_tokens[0]:,}"
+                  + (f"-{system_tokens[-1]:,}" if len(system_tokens) > 1 else "") + " tokens")
 
 
 def timing(work: Path, limit: int) -> None:
@@ -297,6 +341,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=300, help="valid questions, evenly spread (0: all)")
     parser.add_argument("--databases", nargs="*", default=["home", "descriptive", "camel"])
     parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--skip-mimic", action="store_true", help="no token measure on the MIMIC-IV demo")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work) if args.work else Path(tmp)
@@ -311,6 +356,8 @@ def main() -> None:
                 gold = truth["questions"]["valid"]
                 measure(f"{name} copy (drafted knowledge)", db,
                         [(i.question, gold[i.id]["sql"]) for i in items if i.id in gold])
+        if not args.skip_mimic:
+            mimic_tokens(work)
         if not args.skip_timing:
             timing(work, args.questions)
 
