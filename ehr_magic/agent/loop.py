@@ -9,6 +9,7 @@ returns an ``AgentResult``; front ends (CLI, magic, panel, eval) render them.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from ehr_magic.agent.metadata import about_schema, metadata_only
 from ehr_magic.agent.replies import Reply, parse_reply
 from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall
 from ehr_magic.agent.table_choice import TablePicker
+from ehr_magic.linking.question import Linking, link_question
 from ehr_magic.llm import window as llm_window
 from ehr_magic.llm.config import LLMSettings
 from ehr_magic.llm.errors import LLMContextError
@@ -31,6 +33,8 @@ from ehr_magic.llm.window import ContextWindow
 from ehr_magic.memory.fewshot import Example, ExampleSource, SeedExamples
 from ehr_magic.safety import GuardReport, check_code, privacy
 from ehr_magic.safety.privacy import preview
+
+log = logging.getLogger(__name__)
 
 KnowledgeMode = Literal["separate", "inline", "off"]
 RunMode = Literal["auto", "review", "review-if-flagged"]
@@ -81,6 +85,7 @@ class Prompt:
     tables: list[str]  # in the prompt, best first: the first ``layout.tables`` in full, the rest in one line
     examples: list[Example]  # in the prompt, best first
     render: Callable[..., list[dict[str, str]]]  # layout (, knowledge) -> messages
+    linked: str = ""  # the stored values the question's words may name, as the prompt states them
 
     @property
     def example_ids(self) -> list[str]:
@@ -343,7 +348,10 @@ class Agent:
 
         Raises ``PromptTooLongError`` when even the smallest layout does not fit."""
         shots = self.examples.examples(question, self.ehr.schema, self.settings.shots)
-        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots])
+        linking = link_values(self.ehr, question)
+        linked = context.linked_values(linking)
+        sure, named = linked_tables(linking, self.ehr.tables())
+        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots], linked=sure, events=named)
         skills_text = self.skill_cards(question, self.ehr.schema) if self.skill_cards else ""
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
@@ -351,23 +359,33 @@ class Agent:
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
                                                                         columns=layout.index_columns)}
-            tables = context.table_details(self.ehr, choice.tables[:layout.tables],
-                                           choice.tables[layout.tables:layout.tables + layout.brief])
+            lines = choice.tables[layout.tables:layout.tables + layout.brief]
+            # the spine's line first: most tables join it, so it says their common joins once
+            lines = sorted(lines, key=lambda t: t not in self.table_picker.spine)
+            tables = context.table_details(self.ehr, choice.tables[:layout.tables], lines,
+                                           brief_columns=not layout.index_columns)
             text = context.question_message(question, shots[:layout.examples], knowledge,
-                                            skills_text if layout.skills else "", tables=tables)
+                                            skills_text if layout.skills else "", tables=tables, values=linked)
             if conversation is not None:  # earlier turns and notebook variables
                 fitted = conversation if layout.history_tokens is None else \
                     dataclasses.replace(conversation, budget_tokens=layout.history_tokens)
                 text = fitted.render() + "\n" + text
             return [system, _user(text)]
 
+        columns = budget.index_form(
+            lambda with_columns: estimate_tokens(context.system_prompt(self.ehr, full_index=False,
+                                                                       columns=with_columns)), window.tokens)
         full_sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
-        brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t])) for t in choice.tables]
+        brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t], brief_columns=not columns))
+                       for t in choice.tables]
         described, brief = budget.tables_within(full_sizes, brief_sizes, window.tokens)
-        full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text))
+        needed = min(described, choice.needed())  # the rest in one line each: the index has their columns
+        described, brief = needed, brief + described - needed
+        full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text),
+                             index_columns=columns)
         layout, messages = budget.fit(full, render, window)
         return Prompt(messages, layout, window, list(choice.tables[:layout.tables + layout.brief]),
-                      list(shots[:layout.examples]), render)
+                      list(shots[:layout.examples]), render, linked)
 
     @cached_property
     def table_picker(self) -> TablePicker:
@@ -402,6 +420,30 @@ class Agent:
                                         completion.latency_s, completion.call_id))
         result.model_seconds += completion.latency_s
         return completion
+
+
+def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float], dict[str, set[str]]]:
+    """What linking says about the tables: table -> how surely (0-1) the question names a stored
+    value of it, and a dictionary table -> the tables its linked rows name (a value of a row that is
+    a table's name: an item's 'linksto')."""
+    sure: dict[str, float] = {}
+    named: dict[str, set[str]] = {}
+    by_name = {t.lower(): t for t in tables}
+    for value in linking.values():
+        sure[value.table] = max(sure.get(value.table, 0.0), value.score / 100)
+        for row in value.rows:
+            named.setdefault(value.table, set()).update(by_name[v.lower()] for _, v in row if v.lower() in by_name)
+    return sure, {t: n for t, n in named.items() if n}
+
+
+def link_values(ehr: Any, question: str) -> Linking:
+    """The stored values ``question``'s words may name; none when linking fails, since the model can
+    still look them up (a database whose lookup columns cannot be read must still be asked)."""
+    try:
+        return link_question(ehr, question)
+    except Exception:  # noqa: BLE001 - linking only adds to the prompt; it never stops a question
+        log.warning("Value linking failed for %r", question, exc_info=True)
+        return Linking()
 
 
 def _debugged_question(question: str, result: AgentResult, conversation: ConversationContext | None) -> str:
