@@ -14,7 +14,7 @@ from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
 from ehr_magic.linking.question import Linking, StoredValue
-from ehr_magic.runtime.executor import ErrorInfo
+from ehr_magic.runtime.executor import SHOWN_ROWS, ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
@@ -43,7 +43,7 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, colum
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
                               table_index=table_index(ehr, full=full_index, columns=columns),
-                              time_rules=_time_rules(ehr))
+                              time_rules=_time_rules(ehr), shown_rows=SHOWN_ROWS)
 
 
 def _time_rules(ehr: Any) -> str:

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+import polars as pl
+
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
-from ehr_magic.runtime.executor import ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, reads_data
-from ehr_magic.agent.hints import value_hints
+from ehr_magic.runtime.executor import (ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, is_zero,
+                                        nothing_found, reads_data, shown)
+from ehr_magic.agent.hints import searched_for, value_hints
 from ehr_magic.agent.metadata import about_schema, metadata_only
 from ehr_magic.agent.replies import Reply, parse_reply
 from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall
@@ -169,7 +172,7 @@ class Agent:
 
     def _use_prompt(self, run: _Run, prompt: Prompt) -> None:
         run.prompt, run.messages, run.window = prompt, prompt.messages, prompt.window
-        run.result.examples, run.result.tables = prompt.example_ids, prompt.tables
+        run.result.examples, run.result.tables, run.result.linked = prompt.example_ids, prompt.tables, prompt.linked
         run.result.context_window = prompt.window.tokens
         # what the model is shown, as it is chosen: front ends watch it without patching anything
         run.emit(kind="context", examples=list(prompt.examples), tables=list(prompt.tables))
@@ -206,17 +209,19 @@ class Agent:
                                 if not k.startswith("__") and not (k in shared and shared[k] is v)}
             result.steps.append(step)
             run.emit(kind="step", step=step)
-            run.finish("")  # an earlier step's failure is history
+            run.finish(step.note)  # an earlier step's failure is history; "none found" is news
             return
         if step.observation:  # it looked: the output goes back, no debugger, no failure
             run.observations += 1
-            step.feedback = prompts.render(
-                "observation", output=self._shown(execution, step, self.privacy),
-                remaining=_looks_left(s.max_observations - run.observations))
+            step.shown = self._shown(execution, step, self.privacy)
+            step.feedback = prompts.render("observation", output=step.shown,
+                                           remaining=_looks_left(s.max_observations - run.observations))
         else:
             run.failures += 1
+            # an empty result with values stored nowhere: the hints name the cause, no debugger needed
+            explained = bool(step.hints) and step.soft_failure.startswith("`answer` is")
             self._feedback(result, step, report, run.question, run.context,
-                           debug=s.debugger and run.failures < s.max_steps,
+                           debug=s.debugger and run.failures < s.max_steps and not explained,
                            emit=lambda: run.emit(kind="phase", phase="debug", detail=run.progress(s.max_steps)))
             result.message = context.trace_text(step.error, step.soft_failure, step.stdout)
         result.steps.append(step)
@@ -296,36 +301,48 @@ class Agent:
         if looks_left > 0 and not repeated and not about_schema(question) and metadata_only(execution.answer, self.ehr):
             step.observation = self._shown(execution, step, "full")
             return False
-        step.soft_failure = is_empty_answer(execution.answer) \
-            or ("" if reads_data(step.code, {"ehr", *self.tools, *shared}) else _NOT_FROM_DATA)
-        # an empty answer stands when the model confirms it: the same code again, or TERMINATE
-        if step.soft_failure.startswith("`answer` is an empty") and (repeated or "TERMINATE" in step.reply):
-            step.soft_failure = ""
+        from_data = reads_data(step.code, {"ehr", *self.tools, *shared})
+        step.soft_failure = is_empty_answer(execution.answer) or ("" if from_data else _NOT_FROM_DATA)
+        if from_data and (nothing_found(execution.answer) or is_zero(execution.answer)):
+            # A sound query that finds nothing has answered: "none found", and what it searched for.
+            # Unsound (it compares a column with a text stored nowhere in it): the hints say why, and
+            # the model may confirm the empty answer (the same code again, or TERMINATE).
+            hints = privacy.filter_hints(value_hints(step.code, self.ehr), self.ehr, self.privacy)
+            step.hints = [h.describe() for h in hints]
+            if hints and not repeated and "TERMINATE" not in step.reply:
+                step.soft_failure = step.soft_failure or "`answer` is 0"
+            else:
+                step.soft_failure = ""
+                step.note = _none_found(searched_for(step.code, self.ehr), zero=is_zero(execution.answer))
         return not step.soft_failure
 
     def _shown(self, execution: Execution, step: ActionStep, level: str) -> str:
         """What a look-up step showed, at the privacy ``level``: its printed output, the value of its
-        last line, or an `answer` that holds only names of columns or tables."""
+        last line, or an `answer` that holds only names of columns or tables (whole, at ``full``)."""
         parts = []
         if execution.stdout.strip():
             stdout = execution.stdout if level == "full" else \
                 privacy.mask_stdout(execution.stdout, level, self.ehr, step.code)
             parts.append(f"Printed output:\n{stdout.strip()}")
         if execution.has_answer:
-            parts.append(f"`answer` = {privacy.describe_answer(execution.answer, level, ehr=self.ehr, code=step.code)}\n"
-                         f"{_METADATA}.")
+            parts.append(f"`answer` = {self._value(execution.answer, level, step.code)}\n{_METADATA}.")
         elif execution.last_value is not None:
-            value = privacy.describe_answer(execution.last_value, level, ehr=self.ehr, code=step.code)
-            parts.append(f"Value of the last line:\n{value}")
+            parts.append(f"Value of the last line:\n{self._value(execution.last_value, level, step.code)}")
         return "\n".join(parts)
+
+    def _value(self, value: Any, level: str, code: str) -> str:
+        if level == "full" and isinstance(value, (pl.DataFrame, pl.Series)):
+            return shown(value)  # whole, as printed output shows it
+        return privacy.describe_answer(value, level, ehr=self.ehr, code=code)
 
     def _feedback(self, result: AgentResult, step: ActionStep, report: GuardReport, question: str,
                   conversation_context: ConversationContext | None, *, debug: bool,
                   emit: Callable[[], None]) -> None:
         """The failure feedback of ``step``: what went wrong (masked at the privacy level), the
         closest stored values of strings that match nothing, and the debugger's note."""
-        hints = value_hints(step.code, self.ehr) if report.allowed else []
-        step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
+        if not step.hints and report.allowed:
+            hints = value_hints(step.code, self.ehr)
+            step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
         # What the model sees is masked at the privacy level; the analyst (result.message) sees everything.
         shown_error = step.error if step.error is None or step.error.type == "Blocked" else \
             privacy.mask_error(step.error, self.privacy, self.ehr, step.code)
@@ -457,6 +474,12 @@ def _debugged_question(question: str, result: AgentResult, conversation: Convers
     # the question itself first: it is what the code must answer; its conversation follows
     return "\n".join([question, "(the latest question of a conversation; the earlier ones were:)",
                       *(f"- {q}" for q in earlier[-3:])])
+
+
+def _none_found(searched: str, *, zero: bool) -> str:
+    """What the analyst reads next to an empty (or zero) answer: that nothing was found, and where."""
+    found = "None found (the result is zero)" if zero else "None found"
+    return f"{found}: the code searched {searched}." if searched else f"{found}."
 
 
 def _looks_left(count: int) -> str:
