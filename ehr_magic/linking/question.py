@@ -212,6 +212,10 @@ class QuestionLinker:
         for position, token in enumerate(tokens):
             for meaning in _shorthand(token, question)[:_EXPANSIONS]:
                 found += self._meant(meaning, position, columns)
+        covered = {p for item in found for p in range(item.start, item.end)}
+        for position, token in enumerate(tokens):  # a spelled-out word stored as its abbreviation only
+            if position not in covered and _content(token):
+                found += self._abbreviated(token, position, columns)
         terms = self._terms(found, tokens, question)
         skipped = tuple(sorted((t, c, n) for (t, c), n in self._skipped.items()))
         return Linking(terms, skipped)
@@ -270,6 +274,19 @@ class QuestionLinker:
             return found
         return self._inside(words, 0, len(words), columns, score=94.0, meaning=meaning,
                             span=(position, position + 1))
+
+    def _abbreviated(self, token: _Token, position: int, columns: list[tuple[str, str, _ColumnWords]]) -> list[_Found]:
+        """Values equal to the abbreviation of a spelled-out word ('intravenous', 'intravenously'
+        -> 'IV'), when the word itself found nothing."""
+        terms = clinical_vocabulary().terms
+        word = token.word
+        abbreviations = terms.get(word) or (terms.get(word[:-2]) if word.endswith("ly") else None) or ()
+        found = []
+        for abbreviation in abbreviations:
+            for table, column, index in columns:
+                for i in index.said_whole({abbreviation}, {abbreviation}).tolist():
+                    found.append(_Found(position, position + 1, table, column, i, 97.0, abbreviation))
+        return found
 
     # -- choosing ---------------------------------------------------------------------------
 
