@@ -43,6 +43,8 @@ __all__ = ["Linking", "LinkedTerm", "QuestionLinker", "StoredValue", "link_quest
 
 MAX_VALUES = 1_000_000  # distinct values of a lookup column, at most, to index it for linking
 MIN_SHARE = 0.34  # of a stored value's word weight, the least a run of the question's words must say
+_ONE_WORD_SHARE = 0.4  # the least one word alone must say
+_MEANING_SHARE = 0.5  # the least a part of a shorthand's meaning must say ('ICD': not every 'diseases of ...')
 PER_TERM = 4  # stored values listed per term
 MAX_TERMS = 6
 MAX_ROWS = 3  # rows of one dictionary value whose keys are shown
@@ -53,6 +55,8 @@ _MAX_FULL = 200  # whole values said by one question in one column, at most, che
 _EXPANSIONS = 2  # meanings of a shorthand searched
 _RUN = 6  # content words of one run searched, at most
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
+_NAME_WORD = re.compile(r"[A-Za-z]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SAME_NAME_JOIN = re.compile(r"^\s*\w+\s+ON\s+(\w+)\s*$", re.IGNORECASE)
 # Words that say what kind of question it is, not what is stored.
 _STOP = frozenset("""
@@ -197,6 +201,7 @@ class QuestionLinker:
         self._skipped: dict[tuple[str, str], int] = {}
         self._dictionaries: dict[str, _Dictionary | None] | None = None
         self._rows: dict[tuple[str, str], pl.DataFrame | None] = {}
+        self._names: frozenset[str] | None = None
 
     def link(self, question: str) -> Linking:
         """The stored values ``question``'s words may mean (see the module docstring)."""
@@ -245,11 +250,18 @@ class QuestionLinker:
         for length in range(end - start, 0, -1):
             for first in range(start, end - length + 1):
                 part = words[first:first + length]
+                # one word alone names a value less surely: it must say more of it, and not be a word of
+                # the schema's own names ('route', 'age', 'fluid' ask for a column, not a stored value)
+                least = MIN_SHARE if length > 1 else _ONE_WORD_SHARE
+                if span is not None:
+                    least = _MEANING_SHARE
+                elif length == 1 and part[0] in self._schema_words():
+                    continue
                 found = []
                 for table, column, index in columns:
                     values, shares = index.holding(part)
                     for i, share in zip(values.tolist(), shares.tolist()):
-                        if share >= MIN_SHARE:
+                        if share >= least:
                             where = span or (first, first + length)
                             found.append(_Found(where[0], where[1], table, column, i, score * min(share, 1.0),
                                                 meaning))
@@ -307,6 +319,15 @@ class QuestionLinker:
         terms = []
         for (start, end), items in sorted(ranked, key=lambda entry: entry[0]):
             items.sort(key=lambda i: (-i.score, len(self._value(i)), i.table, i.column, self._value(i)))
+            # the best of each place first, then the next best of each: a term stored in several
+            # columns shows each of them before a second value of any
+            rank: dict[tuple[str, str], int] = {}
+            order = []
+            for item in items:
+                place = (item.table, item.column)
+                rank[place] = rank.get(place, -1) + 1
+                order.append((rank[place], item.score < 99, len(order)))
+            items = [items[k] for *_, k in sorted(order)]
             values: list[StoredValue] = []
             seen: dict[tuple, int] = {}
             repeated = 0
@@ -348,6 +369,16 @@ class QuestionLinker:
                            shown.key if shown is not None and shown.key != item.column else None)
 
     # -- the database -----------------------------------------------------------------------
+
+    def _schema_words(self) -> frozenset[str]:
+        """The words of the tables' and columns' names (``labevents``, ``anchor_age``, ``LabTestKey``)."""
+        if self._names is None:
+            words: set[str] = set()
+            for table in self.ehr.tables():
+                for name in (table, *self.ehr.columns(table)):
+                    words.update(w.lower() for w in _NAME_WORD.findall(_CAMEL.sub(" ", name)))
+            self._names = frozenset(words)
+        return self._names
 
     def _index(self, table: str, column: str) -> _ColumnWords | None:
         key = (table, column)
@@ -434,15 +465,16 @@ class QuestionLinker:
         if key is None and info is not None:  # the column the tables that use it join on
             named = {m.group(1) for j in info.joins if (m := _SAME_NAME_JOIN.match(j))}
             key = next(iter(named)) if len(named) == 1 and next(iter(named)) in columns else None
-        names = tuple(c for t, c in self.ehr.lookup_columns() if t == table and c != key)
-        texts = [c for c, kind in columns.items() if kind.upper().startswith("VARCHAR") and c != key and c not in names]
-        context: tuple[str, ...] = ()
+        lookup = [c for t, c in self.ehr.lookup_columns() if t == table and c != key]
+        texts = [c for c, kind in columns.items() if kind.upper().startswith("VARCHAR") and c != key]
+        few: list[str] = []
         if texts:
             counts = self.ehr.sql("SELECT " + ", ".join(f'count(DISTINCT "{c}") AS "{c}"' for c in texts)
                                   + f' FROM "{table}"').row(0)
-            vocabulary = set(info.vocabulary) if info is not None else set()
             few = [c for c, n in zip(texts, counts) if 1 < n <= CONTEXT_VALUES]
-            context = tuple(sorted(few, key=lambda c: (c not in vocabulary, texts.index(c)))[:CONTEXT_COLUMNS])
+        # another name of the row (a lookup column of many values), and its short categorical columns
+        names = tuple(c for c in lookup if c not in few)
+        context = tuple(sorted(few, key=lambda c: (c not in lookup, texts.index(c)))[:CONTEXT_COLUMNS + 1])
         return _Dictionary(key, names, context)
 
 
