@@ -174,6 +174,7 @@ class TablePicker:
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
+        self._name_words = {t: frozenset(identifier_words(t)) for t in self.tables}
         self._names = {t: tuple({re.sub(r"[^a-z0-9]", "", n.lower()) for n in (t, *self.ehr.columns(t))})
                        for t in self.tables}
         document_frequency = Counter(word for words in self._documents.values() for word in words)
@@ -210,6 +211,8 @@ class TablePicker:
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
+            elif related & self._name_words[table]:  # named by another word of its group: 'cost' for 'ChargeLine'
+                scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
         # value linking, when given, has weighed the question's words against the stored values already
         # (a word inside a longer term it found counts for that term only)
         coverage = self._value_coverage(question) if linked is None else \

@@ -13,8 +13,10 @@ question's words name, two ways, on each column's word index (``Vocabulary``, th
   value the words say, at least ``MIN_SHARE`` of it;
 
 and clinical shorthand ('Hb', 'SpO2', 'ER', 'Lasix') through its expansions in the clinical
-vocabulary, as ``ehr.find`` does. Words found inside a longer run that is found as well give way
-to it ('potassium' inside 'potassium chl 40 meq / 1000 ml d5ns'). A value of a dictionary (a
+vocabulary, as ``ehr.find`` does (and a spelled-out word stored only as its abbreviation:
+'intravenously', route 'IV'). Words found inside a longer run that is found as well give way
+to it ('potassium' inside 'potassium chl 40 meq / 1000 ml d5ns'); one word alone must say more of
+a value, and never a word of the schema's own names ('route', 'age': a column, not a value). A value of a dictionary (a
 table whose rows are not patient-level: it joins no patient or visit table) comes with the key of
 its rows and the row's short categorical columns (an item's id and the table that records it).
 What is found is a candidate for the model to check, never a fact.
@@ -74,6 +76,7 @@ admissions admitted current currently latest earliest recent previous next secon
 later earlier within every per please kindly provide let know show tell get got date dates
 prescribed given received receive diagnosed diagnosis diagnoses procedure procedures drug drugs medication
 medications lab labs test tests event events often frequent frequently common commonly usually typically
+us low lower lowest high higher highest greater less least above below normal
 """.split())
 
 
@@ -491,11 +494,12 @@ def _phrase(words: Sequence[str], phrase: Sequence[str]) -> int | None:
 
 def _content(token: _Token) -> bool:
     """A word worth linking: not grammar or a question word, not a bare number, and three letters
-    or more unless written as shorthand ('IV', 'K', 'O2')."""
+    or more unless written as shorthand ('IV', 'K', 'O2') or a clinical abbreviation of two ('iv')."""
     word = token.word
     if word in _STOP or word.isdigit():
         return False
-    return len(word) >= 3 or token.text.isupper() or any(c.isdigit() for c in word)
+    return len(word) >= 3 or token.text.isupper() or any(c.isdigit() for c in word) \
+        or (len(word) == 2 and bool(clinical_vocabulary().expand(word)))  # 'iv', 'po', 'pt' as clinicians write them
 
 
 def _runs(tokens: list[_Token], question: str) -> list[tuple[int, int]]:
