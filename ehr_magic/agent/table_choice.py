@@ -211,7 +211,9 @@ class TablePicker:
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
-            elif related & self._name_words[table]:  # named by another word of its group: 'cost' for 'ChargeLine'
+            elif table not in self.spine and related & self._name_words[table]:
+                # named by another word of its group ('cost' for ChargeLine); not the spine, which most
+                # questions name in passing ('on their last hospital visit')
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
         # value linking, when given, has weighed the question's words against the stored values already
         # (a word inside a longer term it found counts for that term only)
