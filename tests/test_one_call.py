@@ -109,3 +109,21 @@ def test_printed_tables_are_whole_up_to_the_stated_rows_and_say_when_cut(ehr) ->
     whole, cut = run.stdout.split("shape: ")[1:]
     assert "…" not in whole and all(f"│ {i} " in whole for i in range(SHOWN_ROWS)) and long_name in whole
     assert "…" in cut and f"[{SHOWN_ROWS + 60} rows: the first {SHOWN_ROWS // 2} and the last " in cut
+
+
+def test_what_a_look_found_reaches_the_next_turn_masked_at_the_privacy_level(fake_llm, ehrsql_db) -> None:
+    from ehr_magic.agent import AgentSettings
+    from ehr_magic.llm import LLMClient, resolve_settings
+    from ehr_magic.session import Session
+
+    look = "print(ehr.sql('SELECT subject_id, dob FROM patients ORDER BY subject_id LIMIT 3'))"
+    answer = "answer = ehr.sql('SELECT count(*) FROM patients').item()"
+    fake_llm.enqueue(fenced(look), fenced(answer), fenced(answer, "How many patients are there in all?"))
+    with ehr_magic.connect(ehrsql_db) as ehr, LLMClient(resolve_settings(), audit=False) as llm:
+        first = ehr.sql("SELECT subject_id, dob FROM patients ORDER BY subject_id LIMIT 1").row(0)
+        session = Session(ehr, llm=llm, settings=AgentSettings(stream=False, privacy="schema"))
+        assert session.ask("How many patients are there?").answer == 94
+        session.ask("And in all?")
+    second = fake_llm.chat_requests()[2].last_user_message
+    assert f"Its look `{look}` showed:" in second  # the look is carried ...
+    assert str(first[0]) not in second and str(first[1])[:10] not in second  # ... without its patient values
