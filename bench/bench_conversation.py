@@ -1,16 +1,21 @@
-"""Model calls per answered question in two-turn conversations on an unfamiliar schema.
+"""Model calls per question in two-turn conversations on an unfamiliar schema.
 
 The MIMIC-III demo is loaded as a plain CSV folder (``ehr-magic data load csv``), so the
-agent has drafted knowledge only and no examples. Eight conversations each ask a broad
-question, then the constraints. A scripted fake model (real HTTP, tests/fake_llm.py)
-behaves as a capable model on a schema it does not know: in every turn it first looks
-(``ehr.describe``, ``ehr.lookup``, a ``LIMIT`` peek; twice it puts ``ehr.describe``
-output into ``answer``), then answers with the gold code of the turn. Each answer is
-checked against that gold code's result.
+agent has drafted knowledge only and no examples. Nine conversations each ask a broad
+question, then the constraints; in one the true answer of the follow-up is empty (a patient
+never given a drug that others were given). A scripted fake model (real HTTP,
+tests/fake_llm.py) behaves as a capable model on a schema it does not know: it writes the gold
+code of the turn at once when the request already holds what that code needs (each stored
+value the gold SQL compares with, quoted as stored: 'Potassium', 'MICU'), and otherwise first
+looks (``ehr.describe``, ``ehr.lookup``, a ``LIMIT`` peek; twice it puts ``ehr.describe`` output
+into ``answer``), then answers with the gold code. Each answer is checked against that gold
+code's result.
 
-Prints, per run: questions, answered, answered correctly, model calls (code, debugger),
-model calls per answered question and per correct answer. Run it on another checkout to
-compare (``PYTHONPATH=/path/to/checkout python bench/bench_conversation.py``).
+Prints, per run: questions, answered, answered correctly, model calls (code, debugger), model
+calls per question, per answered question and per correct answer, the questions whose first
+request lacked what the gold code needs, and the most calls any question took (goals: 1.0
+call per question where the prompt has what it needs, none above 4). Run it on another checkout
+to compare (``PYTHONPATH=/path/to/checkout python bench/bench_conversation.py``).
 
     python bench/bench_conversation.py [--db FILE]
 """
@@ -18,6 +23,7 @@ compare (``PYTHONPATH=/path/to/checkout python bench/bench_conversation.py``).
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 import tempfile
@@ -29,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import polars as pl  # noqa: E402
+import sqlglot  # noqa: E402
+from sqlglot import exp  # noqa: E402
 
 import ehr_magic  # noqa: E402
 from ehr_magic.agent import AgentSettings  # noqa: E402
@@ -119,6 +127,15 @@ CONVERSATIONS: list[tuple[Turn, Turn]] = [
          "answer = ehr.sql(\"SELECT ethnicity, count(*) AS n FROM admissions WHERE insurance = 'Medicare' "
          "GROUP BY ethnicity ORDER BY n DESC, ethnicity\")",
          "What is the distribution of ethnicity across admissions of Medicare patients?")),
+    conversation(  # the follow-up's true answer is empty: the patient was never given the drug
+        ("How many patients were given vancomycin?",
+         "print(ehr.lookup('prescriptions', 'drug', 'vancomycin'))",
+         "answer = ehr.sql(\"SELECT count(DISTINCT subject_id) FROM prescriptions WHERE drug = 'Vancomycin'\").item()"),
+        ("And which of patient 10006's admissions had it?",
+         "print(ehr.lookup('prescriptions', 'drug', 'vancomycin'))",
+         "answer = ehr.sql(\"SELECT DISTINCT hadm_id FROM prescriptions WHERE subject_id = 10006 "
+         "AND drug = 'Vancomycin' ORDER BY hadm_id\")",
+         "Which admissions of patient 10006 had vancomycin prescribed?")),
 ]
 
 
@@ -126,8 +143,24 @@ def fenced(code: str) -> str:
     return f"Knowledge:\n- looked up in this database\n```python\n{code}\n```"
 
 
-def capable_model(turns: dict[str, Turn]):
-    """Replies as a capable model on an unfamiliar schema: look first, then answer."""
+def needed_values(code: str) -> list[str]:
+    """The stored values the gold code's SQL compares with: what a model must know to write it."""
+    values = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "select" in node.value.lower():
+            values += [literal.this for literal in sqlglot.parse_one(node.value, read="duckdb").find_all(exp.Literal)
+                       if literal.is_string]
+    return values
+
+
+def lacks(text: str, code: str) -> list[str]:
+    """The values ``code`` needs that ``text`` does not show quoted as stored."""
+    return [v for v in needed_values(code) if f"'{v}'" not in text and f'"{v}"' not in text]
+
+
+def capable_model(turns: dict[str, Turn], first_lacked: list[str]):
+    """Replies as a capable model on an unfamiliar schema: it answers at once when the request
+    holds the stored values the answer needs, else it looks first, then answers."""
 
     def reply(request: dict[str, Any]) -> str:
         messages = request["messages"]
@@ -136,7 +169,12 @@ def capable_model(turns: dict[str, Turn]):
         first = messages[1]["content"]
         turn = next(t for q, t in turns.items() if first.rstrip().endswith(f"Question: {q}"))
         looked = any(m["role"] == "assistant" for m in messages)
-        text = fenced(turn.gold if looked else turn.look)
+        text = "\n".join(m["content"] for m in messages)
+        missing = lacks(text, turn.gold)
+        if not looked and missing:
+            first_lacked.append(f"{turn.question} (lacks {', '.join(missing)})")
+        code = turn.gold if looked or not missing else turn.look
+        text = fenced(code)
         return f"Standalone question: {turn.standalone}\n{text}" if turn.standalone else text
 
     return reply
@@ -174,8 +212,10 @@ def main() -> None:
     build(db)
     turns = {t.question: t for pair in CONVERSATIONS for t in pair}
     questions = answered = correct = code_calls = debug_calls = 0
+    first_lacked: list[str] = []
+    per_question: list[tuple[int, str]] = []
     with FakeLLMServer() as server, ehr_magic.connect(db) as ehr:
-        server.responder = capable_model(turns)
+        server.responder = capable_model(turns, first_lacked)
         os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="bench", EHR_MAGIC_MODEL="fake")
         with LLMClient(resolve_settings(), audit=False) as client:
             for pair in CONVERSATIONS:
@@ -186,14 +226,22 @@ def main() -> None:
                     calls = answer.result.llm_calls if answer.result else []
                     code_calls += sum(c.purpose != "debug" for c in calls)
                     debug_calls += sum(c.purpose == "debug" for c in calls)
+                    per_question.append((len(calls), turn.question))
                     answered += answer.status == "answered"
                     correct += answer.status == "answered" and same(answer.answer, gold_answer(ehr, turn.gold))
     calls = code_calls + debug_calls
+    lacked = {line.split(" (lacks ")[0] for line in first_lacked}
+    had = [n for n, q in per_question if q not in lacked]
     print(f"schema {ehr.schema} (drafted knowledge only), {len(CONVERSATIONS)} two-turn conversations")
     print(f"questions {questions}, answered {answered}, answered correctly {correct}")
     print(f"model calls {calls} (code {code_calls}, debugger {debug_calls})")
-    print(f"model calls per answered question {calls / max(answered, 1):.2f}, "
-          f"per correct answer {calls / max(correct, 1):.2f}")
+    print(f"model calls per question {calls / max(questions, 1):.2f}, per answered question "
+          f"{calls / max(answered, 1):.2f}, per correct answer {calls / max(correct, 1):.2f}")
+    print(f"first request held what the gold code needs: {len(had)} of {questions} questions, at "
+          f"{sum(had) / max(len(had), 1):.2f} calls each; most calls for one question: "
+          f"{max(per_question)[0]} ({max(per_question)[1]})")
+    for line in first_lacked:
+        print(f"  looked first: {line}")
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def test_no_tables_are_promised_when_none_was_matched(ehrsql_db: Path) -> None:
     with ehr_magic.connect(ehrsql_db) as ehr:
         system = context.system_prompt(ehr)
     assert "The tables a question needs are described in full" not in system
-    assert "You may look before you answer" in system
+    assert "look first" in system and "when any are found" in system
 
 
 @pytest.fixture()

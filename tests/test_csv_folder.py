@@ -254,13 +254,13 @@ def test_knowledge_export_edit_import_on_a_duckdb_file(synthea_db: Path, tmp_pat
     data["tables"]["encounters"]["vocabulary"].append("code")
     exported.write_text(yaml.safe_dump(data, sort_keys=False))
     with ehr_magic.connect(db) as ehr:
-        assert "One row per visit of a patient." not in system_prompt(ehr)  # cached for this file now
+        assert "One row per visit of a patient." not in system_prompt(ehr, full_index=True)  # cached for this file now
     done = run("data", "knowledge", str(db), "--import", str(exported))
     assert done.returncode == 0, done.stderr
     assert "connect again" in done.stdout
     with ehr_magic.connect(db) as ehr:
         assert ehr.knowledge.tables["encounters"].row == "One row per visit of a patient."
-        assert "One row per visit of a patient." in system_prompt(ehr)  # a reconnect sees the import
+        assert "One row per visit of a patient." in system_prompt(ehr, full_index=True)  # a reconnect sees the import
         assert "code" in ehr.knowledge.tables["encounters"].vocabulary
         stored = ehr.stored_knowledge
     mistakes = [

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 import ehr_magic
-from ehr_magic.runtime.executor import Executor
+from ehr_magic.runtime.executor import OUTPUT_CHARS, Executor
 from ehr_magic.db.ehr import _SAFE_CONFIG
 from ehr_magic.safety import check_code
 from ehr_magic.safety.limits import (
@@ -65,7 +65,7 @@ def test_runaway_code_is_stopped_and_the_kernel_survives(name: str, ehr, db: Pat
     assert error.message and "\n" not in error.describe().split(":", 1)[0]
     if error.type == "Timeout":
         assert "was stopped" in error.message
-    assert len(execution.stdout) <= 4000 + 100  # output is capped
+    assert len(execution.stdout) <= OUTPUT_CHARS + 100  # output is capped
     # the kernel is alive, the database answers, nothing changed on disk
     assert ehr.sql("SELECT count(*) AS n FROM patients")["n"][0] == 94
     assert Executor(ehr, timeout=5).run("answer = 1 + 1").answer == 2

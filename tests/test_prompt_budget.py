@@ -67,12 +67,13 @@ def test_a_bad_window_setting_is_one_sentence(fake_llm, monkeypatch) -> None:
 def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_own(ehr) -> None:
     prompt = agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(8192, "test"))
     system, user = (m["content"] for m in prompt.messages)
-    for table in ehr.tables():  # the one-line index: row and columns, or only the columns when the
-        columns = index_columns(ehr, table)  # chosen tables fill the window (16 in full here)
-        assert f"\n{table}: " in system or f"\n{table}({columns})\n" in system
-    assert "## labevents" in user and "## d_labitems" in user and "## admissions" in user
+    for table in ehr.tables():  # the one-line index: every table with its columns
+        assert f"\n{table}: {index_columns(ehr, table)}\n" in system
+    assert "## labevents" in user and "## d_labitems" in user  # what the question needs, in full
+    # the spine, chosen because most questions pass through it, in one line: the index has its columns
+    assert "\n- admissions: " in user and "## admissions" not in user
     assert "## labevents" not in system  # full descriptions travel with the question
-    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables[:4])  # ranked first
+    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables[:5])  # ranked first
 
 
 def test_short_stored_labels_and_the_tables_they_need_are_chosen(ehr) -> None:

@@ -126,3 +126,26 @@ def test_only_shorthand_written_as_such_is_expanded() -> None:
     assert {"heart", "rate"} <= shorthand_words("the average HR yesterday")
     assert shorthand_words("what was in it as of today") == set()  # English words that are also abbreviations
     assert shorthand_words("Hours after admission") == set()  # a capitalised first word is just a word
+
+
+HB = "When was patient 10004235's Hb 8 or lower?"
+HB_CODE = ("answer = ehr.sql(\"SELECT r.collected_at FROM lab_results r JOIN lab_test_types t ON t.lab_test_id = "
+           "r.lab_test_id WHERE t.test_name = 'hemoglobin' AND r.patient_id = 10004235 AND r.numeric_result <= 8 "
+           "ORDER BY r.collected_at\")")
+
+
+def test_the_first_request_names_the_stored_spelling_of_a_shorthand_and_where_it_is(ip, fake_llm) -> None:
+    # 'Hb' on a stranger's tables: the first request says where hemoglobin is stored and how it is spelled
+    fake_llm.enqueue(f"```python\n{HB_CODE}\n```", f"```python\n{CODE}\n```")
+    ip.run_cell_magic("ehr", "", HB)
+    first = fake_llm.chat_requests()[0].json["messages"]
+    user = first[-1]["content"]
+    assert "lab_test_types.test_name = 'hemoglobin' (lab_test_id " in user
+    assert user.index("lab_test_types.test_name = 'hemoglobin'") < user.index(f"Question: {HB}")
+    assert "candidates" in user  # to check, not facts
+    assert {"## lab_test_types", "## lab_results"} <= {line.split(":")[0] for line in user.splitlines()}
+    assert len(fake_llm.chat_requests()) == 1
+    ip.run_line_magic("ehr", "new")
+    ip.run_cell_magic("ehr", "", QUESTION)
+    second = fake_llm.chat_requests()[1].json["messages"]
+    assert second[0] == first[0]  # the system message does not change with the question: a cacheable prefix

@@ -1,17 +1,22 @@
 """Fitting the prompt into the model's context window.
 
-The first request of a question is laid out in full (the chosen tables described, best
-first, within ``SCHEMA_SHARE`` of the window, and the chosen tables past that share in one
-line each, every example, the skills that apply, the conversation so far) and, while it is longer
-than the window allows, shrunk in this order:
+The system message depends on the database and the window only, never on the question, so
+that a provider's prompt cache (or a local server's KV cache) reuses it for every question:
+it indexes every table with its column names, or, when that index would take more than
+``SYSTEM_SHARE`` of the window, with the table names alone (``index_form``).
+
+The question's message is laid out in full (the chosen tables described, best first, within
+``SCHEMA_SHARE`` of the window, and the chosen tables past that share in one line each, every
+example, the skills that apply, the conversation so far) and, while it is longer than the
+window allows, shrunk in this order:
 
 1. the conversation's earlier turns (older ones lose their code, then drop);
 2. the few-shot examples, least similar first;
 3. the clinical skills block;
-4. the system prompt's table index, to each table's column names, then to table names only;
-5. the described tables, lowest score first, from a full description to one line
+4. the described tables, lowest score first, from a full description to one line
    (column names and joins), down to the best one;
-6. the one-line tables, lowest score first.
+5. the one-line tables, lowest score first;
+6. only then the system message's index, to table names (the one change that costs the cache).
 
 What is left is the schema the question cannot do without. If even that does not fit,
 ``PromptTooLongError`` says how many tokens it needs and how to give the model more.
@@ -29,7 +34,7 @@ from ehr_magic.llm.errors import LLMContextError
 from ehr_magic.llm.tokens import estimate_prompt_tokens
 from ehr_magic.llm.window import ContextWindow
 
-__all__ = ["Layout", "PromptTooLongError", "fit", "reply_reserve", "tables_within", "trim_steps"]
+__all__ = ["Layout", "PromptTooLongError", "fit", "index_form", "reply_reserve", "tables_within", "trim_steps"]
 
 _HISTORY_STEPS = (600, 300, 0)  # conversation token budgets tried after the full one
 
@@ -46,8 +51,8 @@ class Layout:
     examples: int
     skills: bool = True
     history_tokens: int | None = None  # None: the conversation's own budget
-    full_index: bool = True  # one line per table in the system prompt (row, columns); else columns only
-    index_columns: bool = True  # when not full_index: each table's column names; else table names only
+    full_index: bool = False  # each table's row and description too in the system index (not used to fit)
+    index_columns: bool = True  # each table's column names in the system index; else table names only
     brief: int = 0  # how many of the next chosen tables get one line each (column names, joins)
 
 
@@ -55,6 +60,13 @@ Messages = list[dict[str, str]]
 
 
 SCHEMA_SHARE = 0.35  # of the window, at most, for the chosen tables' descriptions (full and one-line)
+SYSTEM_SHARE = 0.5  # of the window, at most, for a system message whose index names every column
+
+
+def index_form(system_tokens: Callable[[bool], int], window: int) -> bool:
+    """Whether the system index names each table's columns (else only the tables) in ``window``:
+    decided per database and window, never per question, so the system message stays the same."""
+    return system_tokens(True) <= SYSTEM_SHARE * window
 
 
 def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int) -> tuple[int, int]:
@@ -115,16 +127,18 @@ def _shrinking(full: Layout):
     if layout.skills:
         layout = dataclasses.replace(layout, skills=False)
         yield layout
-    layout = dataclasses.replace(layout, full_index=False)
-    yield layout
-    layout = dataclasses.replace(layout, index_columns=False)
-    yield layout
     chosen = full.tables + full.brief
     for count in range(full.tables - 1, 0, -1):
         layout = dataclasses.replace(layout, tables=count, brief=chosen - count)
         yield layout
     for count in range(layout.brief - 1, -1, -1):
         layout = dataclasses.replace(layout, brief=count)
+        yield layout
+    if layout.full_index:
+        layout = dataclasses.replace(layout, full_index=False)
+        yield layout
+    if layout.index_columns:
+        layout = dataclasses.replace(layout, index_columns=False)
         yield layout
 
 

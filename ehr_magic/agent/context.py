@@ -13,14 +13,15 @@ from functools import lru_cache
 from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
-from ehr_magic.runtime.executor import ErrorInfo
+from ehr_magic.linking.question import Linking, StoredValue
+from ehr_magic.runtime.executor import SHOWN_ROWS, ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
-def system_prompt(ehr: Any, *, full_index: bool = True, columns: bool = True) -> str:
+def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True) -> str:
     """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
-    every table (for smaller windows, when ``full_index`` is false: its column names only, or
-    with ``columns`` false, only the table names)."""
+    every table: its column names (with ``full_index``, its row and description too; with
+    ``columns`` false, for the smallest windows, only the table names)."""
     return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index, columns,
                               ehr.stored_knowledge)
 
@@ -42,7 +43,7 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, colum
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
                               table_index=table_index(ehr, full=full_index, columns=columns),
-                              time_rules=_time_rules(ehr))
+                              time_rules=_time_rules(ehr), shown_rows=SHOWN_ROWS)
 
 
 def _time_rules(ehr: Any) -> str:
@@ -52,14 +53,14 @@ def _time_rules(ehr: Any) -> str:
     return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def table_index(ehr: Any, *, full: bool = True, columns: bool = True) -> str:
-    """One line per table: what a row is and every column, so that no column name is ever
-    unknown to the model (only the table and column names when ``full`` is false, and only the
-    table names when ``columns`` is false too, for the smallest windows); absent tables named last."""
+def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
+    """One line per table with every column, so that no column name is ever unknown to the model
+    (with ``full``, each table's row and description first); for the smallest windows, with
+    ``columns`` false, only the table names. Absent tables are named last."""
     knowledge = ehr.knowledge
     if full or columns:
         lines = [f"{knowledge.tables[t].summary()} Columns: {index_columns(ehr, t)}."
-                 if full and knowledge is not None and t in knowledge.tables else f"{t}({index_columns(ehr, t)})"
+                 if full and knowledge is not None and t in knowledge.tables else f"{t}: {index_columns(ehr, t)}"
                  for t in ehr.tables()]
     else:
         lines = [", ".join(ehr.tables())]
@@ -79,10 +80,11 @@ def index_columns(ehr: Any, table: str) -> str:
                      else name for name, kind in ehr.columns(table).items())
 
 
-def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = ()) -> str:
+def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *, brief_columns: bool = True) -> str:
     """The full description of ``tables`` (columns with their meanings, joins, the columns
-    worth a lookup), then one line for each of the ``brief`` tables (row, column names, and the
-    joins not already said by a table before it)."""
+    worth a lookup), then one line for each of the ``brief`` tables (row, column names unless
+    ``brief_columns`` is false because the system index names them, and the joins not already
+    said by a table before it)."""
     knowledge = ehr.knowledge
     described = [t for t in tables if knowledge is not None and t in knowledge.tables]
     text = knowledge.detail(described) if described else ""
@@ -91,10 +93,16 @@ def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = ()) ->
         text = (text + "\n" if text else "") + _plain_tables(ehr, plain, types=True)
     if brief:
         named = [t for t in brief if knowledge is not None and t in knowledge.tables]
-        lines = [knowledge.brief(named, described=described)] if named else []
-        lines += [_plain_tables(ehr, [t for t in brief if t not in named], types=False)]
-        text += (("\n\n" if text else "") + "Maybe needed too (column names only; ehr.describe(table) gives "
-                 "their meanings):\n" + "\n".join(line for line in lines if line))
+        lines = [knowledge.brief(named, described=described, columns=brief_columns)] if named else []
+        unnamed = [t for t in brief if t not in named]
+        if brief_columns:
+            lines += [_plain_tables(ehr, unnamed, types=False)]
+        elif unnamed:
+            lines += [f"- {t}" for t in unnamed]
+        heading = ("Maybe needed too (column names only; ehr.describe(table) gives their meanings):"
+                   if brief_columns else "Maybe needed too (their columns are in the table index; ehr.describe(table) "
+                   "gives their meanings):")
+        text += ("\n\n" if text else "") + heading + "\n" + "\n".join(line for line in lines if line)
     return text
 
 
@@ -105,8 +113,51 @@ def _plain_tables(ehr: Any, tables: Sequence[str], *, types: bool) -> str:
     return "\n".join(f"{t}({', '.join(column(c, d) for c, d in ehr.columns(t).items())})" for t in tables)
 
 
+def sql_text(value: str) -> str:
+    """A stored value as an SQL string literal, as the model would write it."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def linked_values(linking: Linking | None) -> str:
+    """The stored values a question's words may name (``ehr_magic.linking.question``), one line
+    each with its ``table.column`` and, for a dictionary row, its key and short columns; "" when
+    nothing was linked."""
+    if linking is None or linking.empty:
+        return ""
+    lines = []
+    for term in linking.terms:
+        lines.append(f'- "{term.text}"' + (f" ({term.meaning})" if term.meaning else "") + ":")
+        lines += [f"  {v.table}.{v.column} = {sql_text(v.value)}{_rows(v)}" for v in term.values]
+        if term.more:
+            best = term.values[0]
+            lines.append(f"  and {term.more} more: ehr.lookup({best.table!r}, {best.column!r}, {term.text!r}, "
+                         f"k={len(term.values) + term.more})")
+    for table, column, count in linking.skipped:
+        lines.append(f"- not searched, too many values ({count:,}): {table}.{column}; use ehr.lookup on it")
+    return prompts.render("values", terms="\n".join(lines)) + "\n"
+
+
+def _rows(value: StoredValue) -> str:
+    """`` (itemid 220045, linksto 'chartevents')``: the key and short columns of the value's rows."""
+    if not value.rows:
+        return ""
+
+    def cell(column: str, text: str) -> str:
+        return f"{column} {text}" if column == value.key and text.lstrip("-").isdigit() else \
+            f"{column} {sql_text(text)}"
+
+    if all(len(row) == 1 for row in value.rows) and len({row[0][0] for row in value.rows}) == 1:
+        column = value.rows[0][0][0]  # keys only: "itemid 50811, 51222"
+        texts = [cell(column, row[0][1]).split(" ", 1)[1] for row in value.rows]
+        shown = f"{column} {', '.join(texts)}"
+    else:
+        shown = "; ".join(", ".join(cell(c, t) for c, t in row) for row in value.rows)
+    more = f"; {value.more_rows} more rows" if value.more_rows else ""
+    return f" ({shown}{more})"
+
+
 def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "",
-                     tables: str = "") -> str:
+                     tables: str = "", values: str = "") -> str:
     # say only what is true: with no table matched, the model chooses from the index itself
     tables_block = f"Tables for this question:\n{tables.strip()}\n\n" if tables.strip() else (
         "No table was matched to this question: choose from the table index, and look at a table with "
@@ -117,8 +168,9 @@ def question_message(question: str, examples: list[Example], knowledge: str, ski
         shown = "Solved examples from this database:\n\n" + shown + "Now the new question.\n"
     knowledge_block = f"\nKnowledge for this question:\n{knowledge.strip()}\n" if knowledge.strip() else ""
     skills_block = f"{skills.strip()}\n" if skills.strip() else ""
+    values_block = f"\n{values.strip()}\n" if values.strip() else ""
     return prompts.render("question", tables=tables_block, examples=shown, skills=skills_block,
-                          knowledge=knowledge_block, question=question.strip())
+                          knowledge=knowledge_block, values=values_block, question=question.strip())
 
 
 def numbered(code: str) -> str:

@@ -9,20 +9,25 @@ returns an ``AgentResult``; front ends (CLI, magic, panel, eval) render them.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+import polars as pl
+
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
-from ehr_magic.runtime.executor import ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, reads_data
-from ehr_magic.agent.hints import value_hints
+from ehr_magic.runtime.executor import (ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, is_zero,
+                                        nothing_found, reads_data, shown)
+from ehr_magic.agent.hints import searched_for, value_hints
 from ehr_magic.agent.metadata import about_schema, metadata_only
 from ehr_magic.agent.replies import Reply, parse_reply
 from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall
 from ehr_magic.agent.table_choice import TablePicker
+from ehr_magic.linking.question import Linking, link_question
 from ehr_magic.llm import window as llm_window
 from ehr_magic.llm.config import LLMSettings
 from ehr_magic.llm.errors import LLMContextError
@@ -31,6 +36,8 @@ from ehr_magic.llm.window import ContextWindow
 from ehr_magic.memory.fewshot import Example, ExampleSource, SeedExamples
 from ehr_magic.safety import GuardReport, check_code, privacy
 from ehr_magic.safety.privacy import preview
+
+log = logging.getLogger(__name__)
 
 KnowledgeMode = Literal["separate", "inline", "off"]
 RunMode = Literal["auto", "review", "review-if-flagged"]
@@ -81,6 +88,7 @@ class Prompt:
     tables: list[str]  # in the prompt, best first: the first ``layout.tables`` in full, the rest in one line
     examples: list[Example]  # in the prompt, best first
     render: Callable[..., list[dict[str, str]]]  # layout (, knowledge) -> messages
+    linked: str = ""  # the stored values the question's words may name, as the prompt states them
 
     @property
     def example_ids(self) -> list[str]:
@@ -164,7 +172,7 @@ class Agent:
 
     def _use_prompt(self, run: _Run, prompt: Prompt) -> None:
         run.prompt, run.messages, run.window = prompt, prompt.messages, prompt.window
-        run.result.examples, run.result.tables = prompt.example_ids, prompt.tables
+        run.result.examples, run.result.tables, run.result.linked = prompt.example_ids, prompt.tables, prompt.linked
         run.result.context_window = prompt.window.tokens
         # what the model is shown, as it is chosen: front ends watch it without patching anything
         run.emit(kind="context", examples=list(prompt.examples), tables=list(prompt.tables))
@@ -201,17 +209,19 @@ class Agent:
                                 if not k.startswith("__") and not (k in shared and shared[k] is v)}
             result.steps.append(step)
             run.emit(kind="step", step=step)
-            run.finish("")  # an earlier step's failure is history
+            run.finish(step.note)  # an earlier step's failure is history; "none found" is news
             return
         if step.observation:  # it looked: the output goes back, no debugger, no failure
             run.observations += 1
-            step.feedback = prompts.render(
-                "observation", output=self._shown(execution, step, self.privacy),
-                remaining=_looks_left(s.max_observations - run.observations))
+            step.shown = self._shown(execution, step, self.privacy)
+            step.feedback = prompts.render("observation", output=step.shown,
+                                           remaining=_looks_left(s.max_observations - run.observations))
         else:
             run.failures += 1
+            # an empty result with values stored nowhere: the hints name the cause, no debugger needed
+            explained = bool(step.hints) and step.soft_failure.startswith("`answer` is")
             self._feedback(result, step, report, run.question, run.context,
-                           debug=s.debugger and run.failures < s.max_steps,
+                           debug=s.debugger and run.failures < s.max_steps and not explained,
                            emit=lambda: run.emit(kind="phase", phase="debug", detail=run.progress(s.max_steps)))
             result.message = context.trace_text(step.error, step.soft_failure, step.stdout)
         result.steps.append(step)
@@ -291,36 +301,48 @@ class Agent:
         if looks_left > 0 and not repeated and not about_schema(question) and metadata_only(execution.answer, self.ehr):
             step.observation = self._shown(execution, step, "full")
             return False
-        step.soft_failure = is_empty_answer(execution.answer) \
-            or ("" if reads_data(step.code, {"ehr", *self.tools, *shared}) else _NOT_FROM_DATA)
-        # an empty answer stands when the model confirms it: the same code again, or TERMINATE
-        if step.soft_failure.startswith("`answer` is an empty") and (repeated or "TERMINATE" in step.reply):
-            step.soft_failure = ""
+        from_data = reads_data(step.code, {"ehr", *self.tools, *shared})
+        step.soft_failure = is_empty_answer(execution.answer) or ("" if from_data else _NOT_FROM_DATA)
+        if from_data and (nothing_found(execution.answer) or is_zero(execution.answer)):
+            # A sound query that finds nothing has answered: "none found", and what it searched for.
+            # Unsound (it compares a column with a text stored nowhere in it): the hints say why, and
+            # the model may confirm the empty answer (the same code again, or TERMINATE).
+            hints = privacy.filter_hints(value_hints(step.code, self.ehr), self.ehr, self.privacy)
+            step.hints = [h.describe() for h in hints]
+            if hints and not repeated and "TERMINATE" not in step.reply:
+                step.soft_failure = step.soft_failure or "`answer` is 0"
+            else:
+                step.soft_failure = ""
+                step.note = _none_found(searched_for(step.code, self.ehr), zero=is_zero(execution.answer))
         return not step.soft_failure
 
     def _shown(self, execution: Execution, step: ActionStep, level: str) -> str:
         """What a look-up step showed, at the privacy ``level``: its printed output, the value of its
-        last line, or an `answer` that holds only names of columns or tables."""
+        last line, or an `answer` that holds only names of columns or tables (whole, at ``full``)."""
         parts = []
         if execution.stdout.strip():
             stdout = execution.stdout if level == "full" else \
                 privacy.mask_stdout(execution.stdout, level, self.ehr, step.code)
             parts.append(f"Printed output:\n{stdout.strip()}")
         if execution.has_answer:
-            parts.append(f"`answer` = {privacy.describe_answer(execution.answer, level, ehr=self.ehr, code=step.code)}\n"
-                         f"{_METADATA}.")
+            parts.append(f"`answer` = {self._value(execution.answer, level, step.code)}\n{_METADATA}.")
         elif execution.last_value is not None:
-            value = privacy.describe_answer(execution.last_value, level, ehr=self.ehr, code=step.code)
-            parts.append(f"Value of the last line:\n{value}")
+            parts.append(f"Value of the last line:\n{self._value(execution.last_value, level, step.code)}")
         return "\n".join(parts)
+
+    def _value(self, value: Any, level: str, code: str) -> str:
+        if level == "full" and isinstance(value, (pl.DataFrame, pl.Series)):
+            return shown(value)  # whole, as printed output shows it
+        return privacy.describe_answer(value, level, ehr=self.ehr, code=code)
 
     def _feedback(self, result: AgentResult, step: ActionStep, report: GuardReport, question: str,
                   conversation_context: ConversationContext | None, *, debug: bool,
                   emit: Callable[[], None]) -> None:
         """The failure feedback of ``step``: what went wrong (masked at the privacy level), the
         closest stored values of strings that match nothing, and the debugger's note."""
-        hints = value_hints(step.code, self.ehr) if report.allowed else []
-        step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
+        if not step.hints and report.allowed:
+            hints = value_hints(step.code, self.ehr)
+            step.hints = [h.describe() for h in privacy.filter_hints(hints, self.ehr, self.privacy)]
         # What the model sees is masked at the privacy level; the analyst (result.message) sees everything.
         shown_error = step.error if step.error is None or step.error.type == "Blocked" else \
             privacy.mask_error(step.error, self.privacy, self.ehr, step.code)
@@ -343,7 +365,10 @@ class Agent:
 
         Raises ``PromptTooLongError`` when even the smallest layout does not fit."""
         shots = self.examples.examples(question, self.ehr.schema, self.settings.shots)
-        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots])
+        linking = link_values(self.ehr, question)
+        linked = context.linked_values(linking)
+        sure, named = linked_tables(linking, self.ehr.tables())
+        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots], linked=sure, events=named)
         skills_text = self.skill_cards(question, self.ehr.schema) if self.skill_cards else ""
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
@@ -351,23 +376,33 @@ class Agent:
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
                                                                         columns=layout.index_columns)}
-            tables = context.table_details(self.ehr, choice.tables[:layout.tables],
-                                           choice.tables[layout.tables:layout.tables + layout.brief])
+            lines = choice.tables[layout.tables:layout.tables + layout.brief]
+            # the spine's line first: most tables join it, so it says their common joins once
+            lines = sorted(lines, key=lambda t: t not in self.table_picker.spine)
+            tables = context.table_details(self.ehr, choice.tables[:layout.tables], lines,
+                                           brief_columns=not layout.index_columns)
             text = context.question_message(question, shots[:layout.examples], knowledge,
-                                            skills_text if layout.skills else "", tables=tables)
+                                            skills_text if layout.skills else "", tables=tables, values=linked)
             if conversation is not None:  # earlier turns and notebook variables
                 fitted = conversation if layout.history_tokens is None else \
                     dataclasses.replace(conversation, budget_tokens=layout.history_tokens)
                 text = fitted.render() + "\n" + text
             return [system, _user(text)]
 
+        columns = budget.index_form(
+            lambda with_columns: estimate_tokens(context.system_prompt(self.ehr, full_index=False,
+                                                                       columns=with_columns)), window.tokens)
         full_sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
-        brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t])) for t in choice.tables]
+        brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t], brief_columns=not columns))
+                       for t in choice.tables]
         described, brief = budget.tables_within(full_sizes, brief_sizes, window.tokens)
-        full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text))
+        needed = min(described, choice.needed())  # the rest in one line each: the index has their columns
+        described, brief = needed, brief + described - needed
+        full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text),
+                             index_columns=columns)
         layout, messages = budget.fit(full, render, window)
         return Prompt(messages, layout, window, list(choice.tables[:layout.tables + layout.brief]),
-                      list(shots[:layout.examples]), render)
+                      list(shots[:layout.examples]), render, linked)
 
     @cached_property
     def table_picker(self) -> TablePicker:
@@ -404,6 +439,30 @@ class Agent:
         return completion
 
 
+def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float], dict[str, set[str]]]:
+    """What linking says about the tables: table -> how surely (0-1) the question names a stored
+    value of it, and a dictionary table -> the tables its linked rows name (a value of a row that is
+    a table's name: an item's 'linksto')."""
+    sure: dict[str, float] = {}
+    named: dict[str, set[str]] = {}
+    by_name = {t.lower(): t for t in tables}
+    for value in linking.values():
+        sure[value.table] = max(sure.get(value.table, 0.0), value.score / 100)
+        for row in value.rows:
+            named.setdefault(value.table, set()).update(by_name[v.lower()] for _, v in row if v.lower() in by_name)
+    return sure, {t: n for t, n in named.items() if n}
+
+
+def link_values(ehr: Any, question: str) -> Linking:
+    """The stored values ``question``'s words may name; none when linking fails, since the model can
+    still look them up (a database whose lookup columns cannot be read must still be asked)."""
+    try:
+        return link_question(ehr, question)
+    except Exception:  # noqa: BLE001 - linking only adds to the prompt; it never stops a question
+        log.warning("Value linking failed for %r", question, exc_info=True)
+        return Linking()
+
+
 def _debugged_question(question: str, result: AgentResult, conversation: ConversationContext | None) -> str:
     """The question as the debugger needs it: standalone. A follow-up's few words ("Only in August.")
     mean nothing alone, so the model's restatement, else the earlier questions, go with them."""
@@ -415,6 +474,12 @@ def _debugged_question(question: str, result: AgentResult, conversation: Convers
     # the question itself first: it is what the code must answer; its conversation follows
     return "\n".join([question, "(the latest question of a conversation; the earlier ones were:)",
                       *(f"- {q}" for q in earlier[-3:])])
+
+
+def _none_found(searched: str, *, zero: bool) -> str:
+    """What the analyst reads next to an empty (or zero) answer: that nothing was found, and where."""
+    found = "None found (the result is zero)" if zero else "None found"
+    return f"{found}: the code searched {searched}." if searched else f"{found}."
 
 
 def _looks_left(count: int) -> str:

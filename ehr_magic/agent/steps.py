@@ -44,6 +44,8 @@ class ActionStep:
     answer_preview: str = ""
     run_seconds: float = 0.0
     feedback: str = ""
+    note: str = ""  # for the analyst, about an answer that found nothing: "None found: the code searched ..."
+    shown: str = ""  # what a look-up showed the model, at the privacy level in force
 
     @property
     def succeeded(self) -> bool:
@@ -100,6 +102,7 @@ class AgentResult:
     standalone_question: str = ""  # stated by the model for a follow-up ("" when it stated none)
     tables: list[str] = field(default_factory=list)  # described in full in the prompt, best first
     context_window: int = 0  # the model's window the prompt was fitted into (tokens)
+    linked: str = ""  # the stored values the first prompt stated for the question's words
 
     @property
     def prompt_tokens(self) -> int:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -53,6 +53,8 @@ from ehr_magic.memory.similarity import default_tokens
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
 THRESHOLD = 1.0
+FULL_SHARE = 0.5  # of the best score: a table the question needs in full, not only in a line
+MAX_FULL = 5
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium', 'urea nitrogen'); a part, a share
 _WHOLE = 0.999  # coverage that is a whole value (float sums)
@@ -149,6 +151,19 @@ class TableChoice:
 
     tables: tuple[str, ...]
     scores: dict[str, float]
+    spine_only: frozenset[str] = frozenset()  # chosen only for being the spine, not for what the question says
+
+    def needed(self, share: float = FULL_SHARE, most: int = MAX_FULL) -> int:
+        """How many of the first ``tables`` the question needs described in full: those scoring
+        at least ``share`` of the best, at most ``most``; a table chosen only as the spine (most
+        questions pass through admissions) needs no more than its line in the index."""
+        best = max(self.scores.values(), default=0.0)
+        count = 0
+        for table in self.tables:
+            if table in self.spine_only or self.scores[table] < share * best or count == most:
+                break
+            count += 1
+        return max(1, count) if self.tables else 0
 
 
 class TablePicker:
@@ -160,6 +175,7 @@ class TablePicker:
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
+        self._name_words = {t: frozenset(identifier_words(t)) for t in self.tables}
         self._names = {t: tuple({re.sub(r"[^a-z0-9]", "", n.lower()) for n in (t, *self.ehr.columns(t))})
                        for t in self.tables}
         document_frequency = Counter(word for words in self._documents.values() for word in words)
@@ -173,10 +189,16 @@ class TablePicker:
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._indexed: list[tuple[str, _ValueColumn]] | None = None
 
-    def choose(self, question: str, examples: Sequence[tuple[str, str]] = ()) -> TableChoice:
+    def choose(self, question: str, examples: Sequence[tuple[str, str]] = (),
+               linked: Mapping[str, float] | None = None,
+               events: Mapping[str, Collection[str]] | None = None) -> TableChoice:
         """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
-        few-shot examples; the tables of an example count as much as it resembles the question."""
+        few-shot examples; the tables of an example count as much as it resembles the question.
+        ``linked``: table -> how surely (0-1) the question names a stored value of it (value
+        linking, ``ehr_magic.linking.question``); ``events``: a dictionary table -> the tables its
+        linked rows name (an item's 'linksto'), the event tables that hold those items."""
         scores: Counter[str] = Counter()
+        events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
         words = set(_content_words(question))
         named = set(_WORD.findall(question.lower()))
         # A word no table uses stands for the other words of its group: a bridge between the
@@ -192,15 +214,24 @@ class TablePicker:
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
-        for table, coverage in self._value_coverage(question).items():
+            elif table not in self.spine and related & self._name_words[table]:
+                # named by another word of its group ('cost' for ChargeLine); not the spine, which most
+                # questions name in passing ('on their last hospital visit')
+                scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
+        # value linking, when given, has weighed the question's words against the stored values already
+        # (a word inside a longer term it found counts for that term only)
+        coverage = self._value_coverage(question) if linked is None else \
+            {t: v for t, v in linked.items() if t in self.tables}
+        for table, share in coverage.items():
             # squared: a whole value counts in full, a third of a long title hardly at all
-            scores[table] += _WHOLE_VALUE_SCORE * coverage ** 2
+            scores[table] += _WHOLE_VALUE_SCORE * share ** 2
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
             for table in tables_in_code(self.tables, code):
                 scores[table] = max(scores[table], _EXAMPLE_SCORE * likeness)
         best = max(scores.values(), default=0.0)
+        spine_only = frozenset(t for t in self.spine if scores[t] < FULL_SHARE * best)
         for table in self.spine:
             scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
         for _ in range(_PARTNER_HOPS):
@@ -211,6 +242,8 @@ class TablePicker:
                     if len(referrers) > _MAX_REFERRERS or self._joins.get(table):
                         referrers = ()  # only a dictionary (joins nothing, joined from few) brings its events
                     partners = self._joins.get(table, ()) + referrers
+                    if events.get(table):  # the items found are recorded there, not in its other referrers
+                        partners, share = events[table], _STRONG_PARTNER_SHARE
                     for partner in partners:
                         scores[partner] = max(scores[partner], share * score)
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
@@ -218,7 +251,12 @@ class TablePicker:
             # Unsure: the likeliest tables in one line each beat a prompt that describes none.
             likely = sorted((t for t in self.tables if t not in chosen), key=lambda t: (-scores[t], t))
             chosen += likely[:max(0, _UNSURE_TABLES - len(chosen))]
-        return TableChoice(tuple(chosen), {t: round(scores[t], 2) for t in chosen})
+        # the tables the question needs in full first, then the spine when chosen only as such
+        # (listed in a line, it stays in even a small window), then the rest
+        full = [t for t in chosen if t not in spine_only and scores[t] >= FULL_SHARE * best][:MAX_FULL]
+        ranked = full + [t for t in chosen if t in spine_only] + \
+            [t for t in chosen if t not in full and t not in spine_only]
+        return TableChoice(tuple(ranked), {t: round(scores[t], 2) for t in chosen}, spine_only & set(chosen))
 
     # -- the words of each table -------------------------------------------------------------
 

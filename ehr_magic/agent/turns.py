@@ -27,6 +27,7 @@ class TurnSummary:
     answer: str = ""  # a description: shape, and values (up to ~20 rows or items) only as privacy allows
     status: str = "answered"  # answered | clarify | abstained | failed | generated
     shape: str = ""  # the result's type and shape alone (no values): what is left when the budget is short
+    found: str = ""  # the stored values linked for it and what its looks showed (privacy applied)
 
     def text(self, number: int, *, with_code: bool = True, with_values: bool = True) -> str:
         """The turn; without its code, then with only its status and result shape, as room shrinks."""
@@ -40,6 +41,8 @@ class TurnSummary:
             lines.append(f"{outcome}: {self.answer}")
         elif self.status != "answered":
             lines.append(f"Its outcome: {self.status}")
+        if self.found:  # so that a follow-up need not look again
+            lines.append(self.found)
         return "\n".join(lines)
 
 
@@ -71,6 +74,27 @@ class ConversationContext:
         note = " It may use the notebook variables listed above by name: they exist where the code runs." \
             if self.variables else ""
         return prompts.render("conversation", opening=opening, turns=turns, variables=variables, variables_note=note)
+
+
+_FOUND_CHARS = 1500  # of what one turn's linking and looks found, at most
+_LOOK_CHARS = 700  # of one look's output
+
+
+def found_text(linked: str, looks: list[tuple[str, str]]) -> str:
+    """What a turn found before it answered, for the turns after it: the stored values linked
+    for its question (``linked``, as its prompt stated them) and each look's code and output
+    (``looks``: (code, what it showed the model, privacy applied)), shortened."""
+    parts = []
+    lines = [line for line in linked.splitlines()[1:] if line.strip()]  # without the template's opening
+    if lines:
+        parts.append("Stored values linked for it:\n" + "\n".join(lines))
+    for code, shown in looks:
+        if shown.strip():
+            output = shown.strip()
+            output = output if len(output) <= _LOOK_CHARS else output[:_LOOK_CHARS] + " ..."
+            parts.append(f"Its look `{' '.join(code.split())[:200]}` showed:\n{output}")
+    text = "\n".join(parts)
+    return text if len(text) <= _FOUND_CHARS else text[:_FOUND_CHARS] + " ..."
 
 
 def estimate_tokens(text: str) -> int:

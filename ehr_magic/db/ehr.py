@@ -21,7 +21,7 @@ import polars as pl
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.db.clock import Clock, Unit
 from ehr_magic.text import closest, parse_time
-from ehr_magic.linking.found import Found
+from ehr_magic.linking.found import Found, Lookup
 from ehr_magic.linking.lookup import Vocabulary, VocabularyCache
 from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
 from ehr_magic.db.offsets import minutes as _minutes
@@ -135,14 +135,15 @@ class EHR:
         return pl.DataFrame(rows, schema={"column": pl.String, "type": pl.String,
                                           "description": pl.String, "examples": pl.String})
 
-    def lookup(self, table: str, column: str, text: str, k: int = 5, *, scores: bool = False) -> list:
+    def lookup(self, table: str, column: str, text: str, k: int = 5, *, scores: bool = False) -> Lookup:
         """The ``k`` stored values of ``table.column`` closest to ``text``, best first.
 
         Tolerates case, spacing, punctuation, partial matches and word order, e.g.
         ``lookup('d_labitems', 'label', 'RDW')`` finds ``'rdw'``, and knows clinical
         abbreviations, brand names and synonyms: 'Hb' finds 'hemoglobin', 'Lasix'
         'furosemide', 'COPD' 'chronic obstructive pulmonary disease'. With ``scores=True``
-        returns ``(value, score)`` pairs (score 0-100).
+        returns ``(value, score)`` pairs (score 0-100, 100 for the text itself). The list's
+        ``exact`` says whether the text itself is stored; printed, a list without it says so.
         """
         table = self._check_table(table)
         if column not in self._table_columns[table]:
@@ -150,7 +151,9 @@ class EHR:
                 f"Table {table} has no column {column!r}; its columns are: {', '.join(self._table_columns[table])}."
             )
         matches = self._vocabularies.get(table, column).match(text, k, clinical_vocabulary().alternatives(text))
-        return matches if scores else [value for value, _ in matches]
+        exact = any(score >= 100 for _, score in matches)
+        return Lookup(matches if scores else [value for value, _ in matches], text=text, table=table, column=column,
+                      exact=exact)
 
     def find(self, text: str, k: int = 10, *, min_score: float = 80.0) -> Found:
         """Where ``text`` is stored and how it is spelled there: the ``k`` closest values

@@ -131,12 +131,14 @@ class TableInfo:
         """One line: ``name: row description``."""
         return f"{self.name}: {_join_sentences(self.row, self.description)}"
 
-    def brief(self, stated: Collection[str] = ()) -> str:
-        """One line: what a row is, the column names and the joins (no column meanings). Joins to
-        the tables in ``stated`` are left out: those tables' own text, earlier in the prompt, says them."""
+    def brief(self, stated: Collection[str] = (), *, columns: bool = True) -> str:
+        """One line: what a row is, the column names (unless ``columns`` is false: said elsewhere)
+        and the joins (no column meanings). Joins to the tables in ``stated`` are left out: those
+        tables' own text, earlier in the prompt, says them."""
         joins = self._joins_not_in(stated)
         said = f" Joins: {grouped_joins(self.name, joins)}." if joins else ""
-        return f"- {self.name}: {self.row.strip()} Columns: {', '.join(self.columns)}.{said}"
+        listed = f" Columns: {', '.join(self.columns)}." if columns else ""
+        return f"- {self.name}: {self.row.strip()}{listed}{said}"
 
     def _joins_not_in(self, stated: Collection[str]) -> list[str]:
         return [j for j in self.joins if join_target(j) not in stated]
@@ -232,11 +234,12 @@ class Knowledge:
         once, by the first of its two tables."""
         return "\n\n".join(info.detail(stated) for info, stated in self._said_once(tables))
 
-    def brief(self, tables: Iterable[str], described: Iterable[str] = ()) -> str:
-        """One line per named table: row, column names and joins (in the order given, once each).
-        A join is said once: a line leaves out its joins to the ``described`` tables (described in
-        full before these lines) and to the tables of earlier lines, when that table's joins name it."""
-        return "\n".join(info.brief(stated) for info, stated in self._said_once(tables, described))
+    def brief(self, tables: Iterable[str], described: Iterable[str] = (), *, columns: bool = True) -> str:
+        """One line per named table: row, column names (unless ``columns`` is false) and joins (in
+        the order given, once each). A join is said once: a line leaves out its joins to the
+        ``described`` tables (described in full before these lines) and to the tables of earlier
+        lines, when that table's joins name it."""
+        return "\n".join(info.brief(stated, columns=columns) for info, stated in self._said_once(tables, described))
 
     def _said_once(self, tables: Iterable[str], before: Iterable[str] = ()) -> list[tuple[TableInfo, set[str]]]:
         """Each named table with the tables before it (``before`` first) whose joins name it."""

@@ -45,3 +45,28 @@ class Found(pl.DataFrame):
             return f"<p>{self._title()}</p>"
         with pl.Config(**_SHOWN):
             return super()._repr_html_(**kwargs)
+
+
+class Lookup(list):
+    """What ``ehr.lookup`` returns: the closest stored values (or ``(value, score)`` pairs), best
+    first, a plain list that also says whether the text itself is stored.
+
+    ``exact`` is True when ``text`` is stored as it is, up to case, spacing and punctuation
+    (score 100); False when only values close to it are ('benazepril' finds 'enalapril': the
+    text itself is not stored). Printed, a list that is not exact says so.
+    """
+
+    def __init__(self, values: list, *, text: str, table: str, column: str, exact: bool) -> None:
+        super().__init__(values)
+        self.text, self.table, self.column, self.exact = text, table, column, exact
+
+    def __repr__(self) -> str:
+        listed = list.__repr__(self)
+        if self.exact:
+            return listed
+        where = f"{self.table}.{self.column}"
+        if not self:
+            return f"[] ({self.text!r} is not stored in {where}, nor anything close to it)"
+        return f"{listed} ({self.text!r} itself is not stored in {where}; these are the closest stored values)"
+
+    __str__ = __repr__

@@ -133,6 +133,8 @@ class EhrMagics(Magics, Configurable):
             return
         self._bind(answer, cmd.as_name)
         display({"text/plain": render.answer_text(answer.answer), "text/html": render.answer_html(answer.answer)}, raw=True)
+        if answer.source == "agent" and answer.message:  # "None found: the code searched ..."
+            self._say(f"ehr-magic: {answer.message}")
         _show_figures()
         if not cmd.quiet:
             if answer.source == "memory":

@@ -31,6 +31,9 @@ from ehr_magic.safety import sql as sqlcheck
 
 GENERATED = "<generated>"
 _MISSING = object()
+SHOWN_ROWS = 40  # rows of a printed table shown whole; a longer one shows its first and last half of these
+SHOWN_CELL = 200  # characters of one printed cell
+OUTPUT_CHARS = 6000  # characters of printed output kept per run; the rest is cut with a line saying so
 
 
 @dataclass
@@ -98,7 +101,7 @@ def code_namespace(ehr: Any, variables: Mapping[str, Any] | None = None, tools: 
 class Executor:
     """Runs generated code against one ``EHR`` with a time limit and capped output."""
 
-    def __init__(self, ehr: Any, *, timeout: float = 60.0, output_limit: int = 4000,
+    def __init__(self, ehr: Any, *, timeout: float = 60.0, output_limit: int = OUTPUT_CHARS,
                  max_rows: int | None = limits.DEFAULT_MAX_ROWS, memory_limit: int | None = None) -> None:
         self.ehr = ehr
         self.timeout = timeout
@@ -203,12 +206,30 @@ def _prepare(code: str) -> ast.Module | str:
     return runtime.instrument(tree)
 
 
+def shown(value: Any) -> str:
+    """A value as printed output shows it: a polars table whole up to ``SHOWN_ROWS`` rows, every
+    column and cells up to ``SHOWN_CELL`` characters (polars alone stops at 10 rows and cuts
+    cells at 30 characters), and a longer table with a line saying how much is not shown."""
+    frame = value.to_frame() if type(value) is pl.Series else value
+    if type(frame) is not pl.DataFrame:  # subclasses (ehr.find's Found) print themselves
+        return str(value)
+    rows = frame.height
+    with pl.Config(tbl_rows=-1 if rows <= SHOWN_ROWS else SHOWN_ROWS, tbl_cols=-1, fmt_str_lengths=SHOWN_CELL,
+                   tbl_width_chars=10_000, fmt_table_cell_list_len=-1):
+        text = str(value)
+    if rows > SHOWN_ROWS:
+        half = SHOWN_ROWS // 2
+        text += (f"\n[{rows:,} rows: the first {half} and the last {half} are shown; filter, aggregate or slice "
+                 "to see others]")
+    return text
+
+
 def _capturing_print(buffer: io.StringIO):
     def captured_print(*args: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False) -> None:
         if file is not None:
             print(*args, sep=sep, end=end, file=file, flush=flush)
             return
-        buffer.write(sep.join(str(a) for a in args) + end)
+        buffer.write(sep.join(shown(a) for a in args) + end)
 
     return captured_print
 
@@ -249,6 +270,25 @@ def reads_data(code: str, sources: Collection[str]) -> bool:
     except SyntaxError:
         return True  # it ran, so this cannot happen; never fail an answer on our own parse
     return any(isinstance(node, ast.Name) and node.id in sources for node in ast.walk(tree))
+
+
+def nothing_found(value: Any) -> bool:
+    """Whether a computed answer says "nothing": no rows or items, or a lone null (the maximum of
+    no rows). A LazyFrame is not a result yet."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    if isinstance(value, pl.DataFrame):
+        return value.height == 0 or (value.shape == (1, 1) and value.item() is None)
+    if isinstance(value, pl.Series):
+        return value.len() == 0
+    return isinstance(value, (list, tuple, set, dict)) and len(value) == 0
+
+
+def is_zero(value: Any) -> bool:
+    """Whether a computed answer is a count of nothing: 0, or one cell holding 0."""
+    if isinstance(value, pl.DataFrame) and value.shape == (1, 1):
+        value = value.item()
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
 
 
 def is_empty_answer(value: Any) -> str | None:

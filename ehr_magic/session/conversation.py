@@ -40,10 +40,11 @@ class Turn:
     seconds: float = 0.0
     variables: list[str] = field(default_factory=list)  # notebook variables described to the model
     shape: str = ""  # the result's type and shape, no values
+    found: str = ""  # stored values linked for it and what its looks showed, privacy applied
 
     def summary(self) -> TurnSummary:
         asked = self.question if self.standalone == self.question else f"{self.question} (meaning: {self.standalone})"
-        return TurnSummary(asked, self.code, self.answer, self.status, self.shape)
+        return TurnSummary(asked, self.code, self.answer, self.status, self.shape, self.found)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from ehr_magic import skills
 from ehr_magic.agent import AgentSettings, Event
-from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS
+from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS, found_text
 from ehr_magic.runtime.executor import code_namespace
 from ehr_magic.safety import privacy
 from ehr_magic.session import variables as notebook
@@ -170,9 +170,14 @@ class Session:
             # a failure's message may quote printed values: the model sees it masked, as in the loop's feedback
             described = describe_answer(answer.answer, level) if answered else \
                 privacy.mask_feedback(answer.message, level, self.ehr, code=answer.code, strict=True)
+            if answered and answer.source == "agent" and answer.message:  # "None found: the code searched ..."
+                described += f" ({privacy.mask_feedback(answer.message, level, self.ehr, code=answer.code)})"
+            result = answer.result
+            found = found_text(result.linked, [(s.code, s.shown) for s in result.steps if s.observation]) \
+                if result is not None else ""
             self.conversation.add(Turn(answer.question, answer.standalone_question, answer.status,
                                        answer.code, described, answer.source, answer.seconds, list(answer.variables),
-                                       answer_shape(answer.answer) if answered else "no result"))
+                                       answer_shape(answer.answer) if answered else "no result", found))
         return answer
 
     def _earlier_variables(self) -> list[str]:

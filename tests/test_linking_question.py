@@ -1,0 +1,82 @@
+"""Value linking before the first model call (ehr_magic.linking.question) on real DuckDB files:
+what a question's words may name, its bounds, and how the prompt states it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import ehr_magic
+from ehr_magic.agent import Agent, AgentSettings
+from ehr_magic.agent.context import linked_values
+from ehr_magic.linking.question import MAX_VALUES, PER_TERM, QuestionLinker, link_question
+from ehr_magic.llm.window import ContextWindow
+
+
+@pytest.fixture()
+def ehr(ehrsql_db: Path):
+    with ehr_magic.connect(ehrsql_db) as handle:
+        yield handle
+
+
+def pairs(linking) -> set[tuple[str, str, str]]:
+    return {(v.table, v.column, v.value) for v in linking.values()}
+
+
+def test_whole_values_runs_inside_values_and_shorthand_are_linked_with_their_keys(ehr) -> None:
+    linking = link_question(ehr, "What was the maximum SpO2 and the mean blood pressure of patient 10019568 "
+                                 "given potassium chloride?")
+    found = pairs(linking)
+    assert ("d_items", "label", "potassium chloride") in found  # said whole
+    assert ("prescriptions", "drug", "potassium chloride (powder)") in found  # said inside a longer value
+    assert ("d_items", "label", "arterial blood pressure mean") in found  # the words inside a longer value
+    assert ("d_items", "label", "o2 saturation pulseoxymetry") in found  # shorthand, through its meaning
+    spo2 = next(t for t in linking.terms if t.text == "SpO2")
+    assert spo2.meaning and all(v.score < 100 for v in spo2.values)
+    pressure = next(v for v in linking.values() if v.value == "arterial blood pressure mean")
+    assert pressure.key == "itemid" and pressure.rows[0] == (("itemid", "220052"), ("linksto", "chartevents"))
+    # a word inside a longer term that was found gives way to it: no lab 'potassium, ...' for the drug
+    assert not any(v.value.startswith("potassium,") for v in linking.values())
+
+
+def test_a_question_with_no_stored_word_links_nothing_and_the_prompt_says_nothing(ehr) -> None:
+    question = "How many patients are there?"
+    linking = link_question(ehr, question)
+    assert linking.empty and linked_values(linking) == ""
+    prompt = Agent(ehr, None, settings=AgentSettings()).prompt(question, window=ContextWindow(8192, "test"))
+    assert "Stored values" not in prompt.messages[-1]["content"] and prompt.linked == ""
+
+
+def test_a_term_stored_in_many_places_lists_the_best_few_and_says_there_are_more(ehr) -> None:
+    linking = link_question(ehr, "When did patient 10021487 last have a temperature taken?")
+    term = next(t for t in linking.terms if t.text == "temperature")
+    assert len(term.values) == PER_TERM and term.more > 0
+    assert term.values[0].value == "temperature" and term.values[0].score == 100.0  # the whole word first
+    text = linked_values(linking)
+    assert f"and {term.more} more: ehr.lookup(" in text and "candidates" in text
+
+
+def test_a_column_of_more_values_than_the_bound_is_skipped_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "big.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"CREATE TABLE d_terms AS SELECT 'term number ' || i AS label FROM range({MAX_VALUES + 1}) t(i)")
+        con.execute("CREATE TABLE d_units AS SELECT * FROM (VALUES ('milligram'), ('millilitre')) v(label)")
+    with ehr_magic.connect(path) as big:
+        assert {("d_terms", "label"), ("d_units", "label")} <= set(big.lookup_columns())
+        linking = QuestionLinker(big).link("How many millilitre of term number 7?")
+        assert ("d_units", "label", "millilitre") in pairs(linking)  # the small column is still searched
+        assert linking.skipped == (("d_terms", "label", MAX_VALUES + 1),)
+        assert f"not searched, too many values ({MAX_VALUES + 1:,}): d_terms.label" in linked_values(linking)
+        linker = QuestionLinker(big, max_values=1)
+        assert {c for _, c, _ in linker.link("millilitre").skipped} == {"label"}  # the bound is the limit
+
+
+def test_linked_values_steer_table_choice_to_the_events_the_rows_name(ehr) -> None:
+    prompt = Agent(ehr, None, settings=AgentSettings()).prompt(
+        "What was the last heart rate of patient 10004235?", window=ContextWindow(8192, "test"))
+    full = prompt.tables[:prompt.layout.tables]
+    assert {"d_items", "chartevents"} <= set(full)  # the item, and the table its linksto names
+    assert "inputevents" not in full and "outputevents" not in full
+    assert "d_items.label = 'heart rate' (itemid 220045, linksto 'chartevents')" in prompt.linked
