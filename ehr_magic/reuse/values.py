@@ -29,11 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
+from ehr_magic.text import WORD, normalise
 
-_WORD = re.compile(r"[0-9a-z]+")
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(s)?(?![\w]|\.\d)")
 # Number words that stand alone as counts ("top five"); "one" and "a" are too often
 # pronouns or articles to count as values on their own.
@@ -58,7 +57,7 @@ def tokenize(text: str) -> list[Token]:
     lowered = text.lower()
     if len(lowered) != len(text):
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
-    return [Token(m.group(), m.start(), m.end()) for m in _WORD.finditer(lowered)]
+    return [Token(m.group(), m.start(), m.end()) for m in WORD.finditer(lowered)]
 
 
 @dataclass(frozen=True)
