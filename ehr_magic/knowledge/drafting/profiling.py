@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ehr_magic.knowledge.drafting import naming
+from ehr_magic.text import split_words
 
 VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
 VOCABULARY_MAX = 5000  # distinct values of a repeated-term column worth a lookup
@@ -78,7 +79,7 @@ class Column:
 
     @property
     def personal(self) -> bool:
-        words = set(re.split(r"[^a-z0-9]+", self.name.lower()))
+        words = set(split_words(self.name))
         if words & _PERSONAL_WORDS or any(part in self.name.lower() for part in _PERSONAL_PARTS):
             # "drug name", "test name": names of things, not of people.
             things = {w for w in self.words if naming.known(w)} - naming.PEOPLE - naming.GENERIC
