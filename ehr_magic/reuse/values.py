@@ -41,7 +41,7 @@ _COUNT_WORDS = re.compile(
     r"sixteen|seventeen|eighteen|nineteen|twenty)\b")
 _AGGREGATE_RENDERINGS = {"max": {"sql": "MAX", "python": "max"}, "min": {"sql": "MIN", "python": "min"},
                          "avg": {"sql": "AVG", "python": "mean"}, "sum": {"sql": "SUM", "python": "sum"}}
-MAX_VOCABULARY_VALUES = 500_000  # distinct values read per column at most
+MAX_VOCABULARY_VALUES = 500_000  # distinct values indexed per column at most
 MAX_NGRAM = 40  # longest value (in words) looked for in a question
 
 
@@ -127,9 +127,11 @@ class Detected:
 class VocabularyIndex:
     """Exact (normalised) lookup of stored text values across many columns.
 
-    ``add_column(table, column)`` reads a column's distinct values once; ``find``
-    maps a normalised word sequence to the ``(table, column, value)`` triples
-    storing it. Thread-safe; columns load lazily.
+    ``add_column(table, column)`` indexes a column's distinct values as the database
+    handle reads them for value linking (``ehr.vocabulary``: read once per database and
+    column, normalised there, and shared with ``ehr.lookup``, ``ehr.find`` and table
+    choice); ``find`` maps a normalised word sequence to the ``(table, column, value)``
+    triples storing it. Thread-safe; columns load lazily.
     """
 
     def __init__(self, ehr: Any) -> None:
@@ -155,13 +157,10 @@ class VocabularyIndex:
         dtype = columns.get(column)
         if dtype is None or not dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR")):
             return False
-        frame = self.ehr.sql(
-            f'SELECT DISTINCT "{column}" AS v FROM "{table}" WHERE "{column}" IS NOT NULL '
-            f"LIMIT {MAX_VOCABULARY_VALUES}")
+        vocabulary = self.ehr.vocabulary(table, column)
         entries: dict[str, list[tuple[str, str, str]]] = {}
         longest = 1
-        for stored in frame.get_column("v").to_list():
-            text = normalise(stored)
+        for stored, text in zip(vocabulary.values[:MAX_VOCABULARY_VALUES], vocabulary.normalised):
             if len(text) < 2 or text.replace(" ", "").isdigit():
                 continue
             entries.setdefault(text, []).append((table, column, stored))
