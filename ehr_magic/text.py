@@ -4,6 +4,7 @@ Every layer that compares words (value lookup, table choice, reuse, memory, skil
 them from here, so that "Heart-Rate" and "heart rate" are the same everywhere:
 
 - ``normalise``: lower case, punctuation and spacing collapsed (stored values, questions);
+  ``normalise_all`` the same for a whole column of values at once;
 - ``WORD`` / ``split_words``: the lower-case ASCII words and numbers of a text (``lab_test`` is two);
 - ``stem``: the one stemmer (Snowball English, cut to six letters);
 - ``FUNCTION_WORDS``: English function words, which each user extends with its own words;
@@ -16,6 +17,7 @@ import datetime as dt
 import functools
 import re
 
+import polars as pl
 import snowballstemmer
 
 NON_ALNUM = re.compile(r"[^0-9a-z]+")
@@ -25,6 +27,12 @@ WORD = re.compile(r"[0-9a-z]+")  # the words ``normalise`` leaves, found in lowe
 def normalise(text: str) -> str:
     """Lowercase, punctuation and spacing collapsed to single spaces."""
     return NON_ALNUM.sub(" ", str(text).lower()).strip()
+
+
+def normalise_all(values: list[str]) -> pl.Series:
+    """``normalise`` of each value, at once, in polars: the 190k ICD titles in a fraction of a second."""
+    return (pl.Series(values, dtype=pl.String).str.to_lowercase()
+            .str.replace_all(NON_ALNUM.pattern, " ").str.strip_chars())
 
 
 def split_words(text: str) -> list[str]:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ehr_magic.text import FUNCTION_WORDS, masked_tokens, normalise, normalise_unicode, split_words, stem
+from ehr_magic.text import (
+    FUNCTION_WORDS,
+    masked_tokens,
+    normalise,
+    normalise_all,
+    normalise_unicode,
+    split_words,
+    stem,
+)
 
 
 def test_words_are_lower_case_letters_and_digits_split_at_everything_else() -> None:
@@ -11,6 +19,11 @@ def test_words_are_lower_case_letters_and_digits_split_at_everything_else() -> N
     # the words are those normalise leaves
     text = "Potassium; Whole Blood (mEq/L)"
     assert split_words(text) == normalise(text).split()
+
+
+def test_a_column_is_normalised_as_each_value_is() -> None:
+    values = ["Potassium, Whole Blood", "  RDW-SD ", "İstanbul", "Straße", "a\tb\nc", "", "ＡＢＣ 1"]
+    assert normalise_all(values).to_list() == [normalise(v) for v in values]
 
 
 def test_stems_join_the_forms_of_one_word() -> None:
