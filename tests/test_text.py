@@ -8,6 +8,7 @@ from ehr_magic.text import (
     normalise,
     normalise_all,
     normalise_unicode,
+    prefix_stem,
     split_words,
     stem,
 )
@@ -31,6 +32,13 @@ def test_stems_join_the_forms_of_one_word() -> None:
     assert stem("pricing") == stem("price")
     assert stem("prescribed") == stem("prescription") == stem("prescriptions")
     assert stem("admission") != stem("discharge")
+
+
+def test_prefix_stems_are_the_start_of_the_word() -> None:
+    assert prefix_stem("diagnosed") == prefix_stem("diagnoses") == "diagn"
+    assert prefix_stem("prescribed") == prefix_stem("prescriptions")
+    assert prefix_stem("study") in "studykey" and stem("study") not in "studykey"
+    assert prefix_stem("age") == "age"
 
 
 def test_stems_leave_placeholders_alone() -> None:

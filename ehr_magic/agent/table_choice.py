@@ -47,7 +47,7 @@ from rapidfuzz import fuzz
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.memory.similarity import default_tokens
-from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, normalise, split_words
+from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, normalise, prefix_stem, split_words
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
@@ -78,12 +78,8 @@ named name called record records recorded data database table tables row rows co
 """.split())
 
 
-def _stem(word: str) -> str:
-    return word[:5] if len(word) > 5 else word  # crude, but joins diagnosed/diagnoses, prescribed/prescriptions
-
-
 def _content_words(text: str) -> list[str]:
-    return [_stem(w) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+    return [prefix_stem(w) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
 
 
 @cache
@@ -93,7 +89,7 @@ def _synonyms() -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {}
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
-            group = {_stem(w) for w in line.split()}
+            group = {prefix_stem(w) for w in line.split()}
             for stem in group:
                 found.setdefault(stem, set()).update(group - {stem})
     return {stem: frozenset(others) for stem, others in found.items()}
