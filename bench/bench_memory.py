@@ -42,7 +42,8 @@ sys.path.insert(0, str(REPO))
 from ehr_magic.memory import MemoryStore  # noqa: E402
 from ehr_magic.memory import index as index_module  # noqa: E402
 from ehr_magic.memory.index import make_index  # noqa: E402
-from ehr_magic.memory.similarity import mask_values, normalise  # noqa: E402
+from ehr_magic.memory.similarity import mask_values  # noqa: E402
+from ehr_magic.text import normalise_unicode as normalise  # noqa: E402  (memory's question form)
 from ehr_magic.memory.store import dedupe_key  # noqa: E402
 
 EHRSQL = REPO.parent / "shared" / "data" / "ehrsql-2024"

@@ -95,6 +95,21 @@ def test_reply_without_code_gets_one_reminder(fake_llm, make_agent) -> None:
     assert failed.status == "failed" and "without code twice" in failed.message
 
 
+def test_the_conversation_is_the_first_request_and_the_steps(fake_llm, make_agent) -> None:
+    # a reply without code, its reminder, a failing step: each later request holds them in order
+    fake_llm.enqueue("Count them, I think.", fenced("answer = ehr.sql('SELECT * FROM no_such_table')"),
+                     fenced("answer = ehr.count('patients')"))
+    result = make_agent(debugger=False).run("How many patients?")
+    assert result.status == "answered" and result.answer == 94
+    last = code_requests(fake_llm)[-1].json["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert last[2]["content"] == "Count them, I think." and "```python" in last[3]["content"]
+    failed = result.steps[0]
+    assert failed.reminded == "Count them, I think."
+    assert last[2:] == failed.to_messages() and last[4]["content"] == failed.reply
+    assert "no_such_table" in last[5]["content"]
+
+
 def test_model_that_never_succeeds_stops_after_t_steps(fake_llm, make_agent) -> None:
     fake_llm.responder = lambda req: "Check the table name." if is_debugger(req) else fenced(
         "answer = ehr.sql('SELECT * FROM no_such_table')")

@@ -25,7 +25,7 @@ from ehr_magic.runtime.executor import (ErrorInfo, Execution, Executor, code_nam
 from ehr_magic.agent.hints import searched_for, value_hints
 from ehr_magic.agent.metadata import about_schema, metadata_only
 from ehr_magic.agent.replies import Reply, parse_reply
-from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall
+from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, reminder_exchange
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.linking.question import Linking, link_question
 from ehr_magic.llm import window as llm_window
@@ -105,15 +105,27 @@ class _Run:
     emit: Callable[..., None]
     started: float
     prompt: Prompt | None = None
-    messages: list[dict[str, str]] = field(default_factory=list)
+    first: list[dict[str, str]] = field(default_factory=list)  # the first request: system prompt and question
     window: ContextWindow | None = None
     text: str = ""  # the latest reply
     index: int = 0
     failures: int = 0  # failed steps spend the error budget; look-ups have their own cap
     observations: int = 0
     reminded: bool = False
+    unanswered: str = ""  # the step under way began with a reply without code, answered with the reminder
     previous_code: str | None = None
     done: bool = False
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The conversation sent to the model, derived: the first request, each step's exchange, and
+        the reminder of the step under way."""
+        steps = [message for step in self.result.steps for message in step.to_messages()]
+        return [*self.first, *steps, *(reminder_exchange(self.unanswered) if self.unanswered else [])]
+
+    def add(self, step: ActionStep) -> None:
+        step.reminded, self.unanswered = self.unanswered, ""
+        self.result.steps.append(step)
 
     def progress(self, max_steps: int) -> str:
         return f"step {self.index}/{max_steps + self.observations}"
@@ -167,11 +179,11 @@ class Agent:
             ask = (f"Tables for this question:\n{tables}\n\n" if tables else "") + \
                 prompts.render("knowledge", question=question)
             result.knowledge = self._call(result, "knowledge", [run.messages[0], _user(ask)]).text.strip()
-            run.messages = run.prompt.render(run.prompt.layout, result.knowledge)
+            run.first = run.prompt.render(run.prompt.layout, result.knowledge)
         return run
 
     def _use_prompt(self, run: _Run, prompt: Prompt) -> None:
-        run.prompt, run.messages, run.window = prompt, prompt.messages, prompt.window
+        run.prompt, run.first, run.window = prompt, prompt.messages, prompt.window
         run.result.examples, run.result.tables, run.result.linked = prompt.example_ids, prompt.tables, prompt.linked
         run.result.context_window = prompt.window.tokens
         # what the model is shown, as it is chosen: front ends watch it without patching anything
@@ -194,7 +206,7 @@ class Agent:
         flagged = s.run_mode == "review-if-flagged" and check_code(step.code).flagged
         if not s.execute or s.run_mode == "review" or flagged:  # the analyst runs it after reading it
             result.status, result.code, result.knowledge = "generated", step.code, step.knowledge
-            result.steps.append(step)
+            run.add(step)
             run.finish("flagged by the code guard for review: " + check_code(step.code).describe()
                        if flagged else "generated for review; not run")
             return
@@ -207,7 +219,7 @@ class Agent:
             result.knowledge = step.knowledge
             result.namespace = {k: v for k, v in execution.namespace.items()
                                 if not k.startswith("__") and not (k in shared and shared[k] is v)}
-            result.steps.append(step)
+            run.add(step)
             run.emit(kind="step", step=step)
             run.finish(step.note)  # an earlier step's failure is history; "none found" is news
             return
@@ -224,9 +236,8 @@ class Agent:
                            debug=s.debugger and run.failures < s.max_steps and not explained,
                            emit=lambda: run.emit(kind="phase", phase="debug", detail=run.progress(s.max_steps)))
             result.message = context.trace_text(step.error, step.soft_failure, step.stdout)
-        result.steps.append(step)
+        run.add(step)
         run.emit(kind="step", step=step)
-        run.messages += step.to_messages()
         run.previous_code = step.code
 
     def _reply(self, run: _Run) -> Reply | None:
@@ -250,8 +261,7 @@ class Agent:
             run.finish(_CUT_OFF)  # a code block left open: the rest was cut
             return None
         if reply.kind == "none" and not run.reminded:  # one reminder, then a clear failure
-            run.reminded = True
-            run.messages += [{"role": "assistant", "content": run.text}, _user(prompts.render("reminder"))]
+            run.reminded, run.unanswered = True, run.text
             completion = self._call(run.result, "reminder", budget.trim_steps(run.messages, run.window) or run.messages)
             reply = self._read(run, completion.text)
         if reply.kind == "none":

@@ -1,7 +1,8 @@
 """Step objects of an agent run: what was asked, generated, run and learned, with costs.
 
-Each step can render itself as chat messages (``to_messages``), so the conversation
-sent to the model is derived from the steps, never kept on the side.
+Each step can render itself as chat messages (``to_messages``): the conversation the
+loop sends to the model is its first request followed by the messages of the steps
+(``_Run.messages`` in ``loop.py``), never a list kept on the side.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal
 
 import polars as pl
 
+from ehr_magic.agent import prompts
 from ehr_magic.runtime.executor import ErrorInfo
 
 Status = Literal["answered", "clarify", "abstained", "failed", "generated"]
@@ -46,6 +48,7 @@ class ActionStep:
     feedback: str = ""
     note: str = ""  # for the analyst, about an answer that found nothing: "None found: the code searched ..."
     shown: str = ""  # what a look-up showed the model, at the privacy level in force
+    reminded: str = ""  # a reply without code that came first, answered with the reminder to write code
 
     @property
     def succeeded(self) -> bool:
@@ -67,7 +70,10 @@ class ActionStep:
         return f"step {self.index} {self.outcome}: {(lines or [''])[0][:limit]}"
 
     def to_messages(self) -> list[dict[str, str]]:
-        messages = [{"role": "assistant", "content": self.reply}]
+        """The step's exchange with the model: (the reply without code and the reminder,) the reply,
+        and the feedback on it."""
+        messages = reminder_exchange(self.reminded) if self.reminded else []
+        messages.append({"role": "assistant", "content": self.reply})
         if self.feedback:
             messages.append({"role": "user", "content": self.feedback})
         return messages
@@ -80,6 +86,11 @@ class ActionStep:
             "hints": self.hints, "debugger_note": self.debugger_note or None, "stdout": self.stdout,
             "answer_preview": self.answer_preview, "run_seconds": round(self.run_seconds, 4),
         }
+
+
+def reminder_exchange(reply: str) -> list[dict[str, str]]:
+    """A reply without code and the reminder that answered it."""
+    return [{"role": "assistant", "content": reply}, {"role": "user", "content": prompts.render("reminder")}]
 
 
 @dataclass

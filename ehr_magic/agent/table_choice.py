@@ -47,8 +47,8 @@ from rapidfuzz import fuzz
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.linking.lookup import Vocabulary
-from ehr_magic.text import normalise
 from ehr_magic.memory.similarity import default_tokens
+from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, normalise, prefix_stem, split_words
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
@@ -72,28 +72,17 @@ _SURE = 2.0  # below this best score the choice is unsure: show more tables, in 
 _UNSURE_TABLES = 6
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 
-_WORD = re.compile(r"[a-z0-9]+")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
-# Words of questions that name no table: grammar, and words every EHR question uses.
-_STOP = frozenset("""
-a about above after again against all also an and any are as at be been before being below between both but by
-can could did do does doing down during each few for from further had has have having he her here hers him his
-how i if in into is it its itself just me more most my no nor not now of off on once only or other our out over
-own same she should so some such than that the their them then there these they this those through to too under
-until up very was we were what when where which while who whom why will with would you your
+# Words of questions that name no table: English function words, and words every EHR question uses.
+_STOP = FUNCTION_WORDS | frozenset("""
 patient patients value values time times first last many much number total count show list give tell find
 ever still yet since ago today yesterday year years month months week weeks day days hour hours minute minutes
 named name called record records recorded data database table tables row rows column columns one two three
 """.split())
 
 
-def _stem(word: str) -> str:
-    return word[:5] if len(word) > 5 else word  # crude, but joins diagnosed/diagnoses, prescribed/prescriptions
-
-
 def _content_words(text: str) -> list[str]:
-    return [_stem(w) for w in _WORD.findall(text.lower().replace("_", " "))
-            if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+    return [prefix_stem(w) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
 
 
 @cache
@@ -103,7 +92,7 @@ def _synonyms() -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {}
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
-            group = {_stem(w) for w in line.split()}
+            group = {prefix_stem(w) for w in line.split()}
             for stem in group:
                 found.setdefault(stem, set()).update(group - {stem})
     return {stem: frozenset(others) for stem, others in found.items()}
@@ -129,7 +118,7 @@ def shorthand_words(question: str) -> set[str]:
         if not (token.isupper() or any(c.isupper() for c in token[1:]) or (token[0].isupper() and not initial)):
             continue
         for expansion in vocabulary.expand(token)[:1]:  # the first meaning: the most common one
-            found.update(w for w in _WORD.findall(expansion.lower()) if len(w) >= 3 and w not in _STOP)
+            found.update(w for w in split_words(expansion) if len(w) >= 3 and w not in _STOP)
     return found
 
 
@@ -176,7 +165,7 @@ class TablePicker:
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
         self._name_words = {t: frozenset(identifier_words(t)) for t in self.tables}
-        self._names = {t: tuple({re.sub(r"[^a-z0-9]", "", n.lower()) for n in (t, *self.ehr.columns(t))})
+        self._names = {t: tuple({NON_ALNUM.sub("", n.lower()) for n in (t, *self.ehr.columns(t))})
                        for t in self.tables}
         document_frequency = Counter(word for words in self._documents.values() for word in words)
         count = max(1, len(self.tables))
@@ -199,16 +188,16 @@ class TablePicker:
         linked rows name (an item's 'linksto'), the event tables that hold those items."""
         scores: Counter[str] = Counter()
         events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
-        words = set(_content_words(question))
-        named = set(_WORD.findall(question.lower()))
+        said = set(_content_words(question))
+        named = set(split_words(question))
         # A word no table uses stands for the other words of its group: a bridge between the
         # question's words and the schema's, never extra weight for a word the schema speaks.
-        related = {s for w in words if w not in self._idf for s in _synonyms().get(w, ())} - words
+        related = {s for w in said if w not in self._idf for s in _synonyms().get(w, ())} - said
         related |= {w for token in re.findall(r"\b[A-Z][A-Z0-9]+\b", question)  # 'ICU', 'DX' as written
-                    if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - words
+                    if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - said
         for table, document in self._documents.items():
-            scores[table] += sum(self._idf[w] for w in words & document)
-            scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in words - document
+            scores[table] += sum(self._idf[w] for w in said & document)
+            scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)

@@ -165,7 +165,7 @@ _DEFAULT_SOURCE = Path(__file__).resolve().parents[3] / "shared" / "data" / "ehr
 @dataclass(frozen=True)
 class Naming:
     """One style's names: ``tables[old] -> new file stem``, ``loaded[old]`` -> the table's name once
-    the CSV folder is loaded (csv_folder lower-cases file stems), ``columns[old][old column] -> new``."""
+    the CSV folder is loaded (``sources.folder`` lower-cases file stems), ``columns[old][old column] -> new``."""
 
     style: str
     tables: dict[str, str]

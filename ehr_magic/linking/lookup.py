@@ -23,8 +23,7 @@ import numpy as np
 import polars as pl
 from rapidfuzz import fuzz, process
 
-from ehr_magic.text import NON_ALNUM as _NON_ALNUM  # the vectorised twin of normalise
-from ehr_magic.text import normalise
+from ehr_magic.text import normalise, normalise_all
 
 _CANDIDATES = 3000  # values ranked by WRatio per lookup; enough to never miss a close one
 _SMALL = 5000  # below this many values, rank them all
@@ -47,12 +46,6 @@ if TYPE_CHECKING:
     from ehr_magic.linking.clinical_vocabulary import Alternative
 
 
-def _normalised(values: list[str]) -> pl.Series:
-    """``normalise`` of each value, at once."""
-    return (pl.Series(values, dtype=pl.String).str.to_lowercase()
-            .str.replace_all(_NON_ALNUM.pattern, " ").str.strip_chars())
-
-
 @dataclass(frozen=True)
 class Vocabulary:
     """The distinct values of one column, indexed for matching."""
@@ -71,7 +64,7 @@ class Vocabulary:
         """Index ``values``. Normalising and the word index run in polars, not value by value
         in Python: the ICD titles (190k values) are indexed in a fraction of a second, so the
         first ``ehr.find`` does not wait seconds for them."""
-        normalised = _normalised(values)
+        normalised = normalise_all(values)
         keys = normalised.str.replace_all(" ", "", literal=True)
         compact = dict(zip(keys.to_list(), range(len(keys))))
         shared = pl.DataFrame({"key": keys}).with_row_index("value").filter(keys.is_duplicated())

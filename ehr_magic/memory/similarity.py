@@ -1,4 +1,4 @@
-"""How questions are compared: text normalisation, value masking and the two methods.
+"""How questions are compared: the two methods (the masking itself is ``ehr_magic.text``'s).
 
 ``default``
     The question is lower-cased, quoted strings, dates, times, numbers and the number
@@ -18,52 +18,18 @@ Nothing here knows a benchmark's templates: the patterns are generic value shape
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from rapidfuzz import fuzz
 
+from ehr_magic.text import masked_tokens
+
 Method = Literal["default", "levenshtein"]
 METHODS: tuple[str, ...] = ("default", "levenshtein")
 
-_NUMBER_WORDS = frozenset(
-    "one two three four five six seven eight nine ten eleven twelve".split()
-)
-# Tokens: a quoted string (not an apostrophe inside a word), a run of digits with
-# date/number punctuation inside, or a word. Punctuation is dropped.
-_TOKEN = re.compile(
-    r"""(?<!\w)(?:'[^'\n]*'|"[^"\n]*"|`[^`\n]*`)(?!\w)|\d(?:[\d/:.,-]*\d)?|\w+"""
-)
-_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}|\d{1,2}/\d{4}|\d{4}/\d{1,2}(?:/\d{1,2})?")
-_TIME = re.compile(r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?")
-_NON_WORD = re.compile(r"[^\w\s]+")
-
-
-def normalise(text: str) -> str:
-    """Lower-case, drop punctuation, collapse whitespace."""
-    return " ".join(_NON_WORD.sub(" ", text.lower()).split())
-
-
-def masked_tokens(text: str) -> list[str]:
-    """Lower-cased word tokens with values replaced by placeholders: quoted strings
-    -> ``val``, dates -> ``date``, times -> ``time``, numbers and the number words
-    one..twelve -> ``num``. Punctuation is dropped."""
-    out = []
-    for token in _TOKEN.findall(text.lower()):
-        first = token[0]
-        if first in "'\"`":
-            out.append("val")
-        elif first.isdigit():
-            out.append("date" if _DATE.fullmatch(token) else "time" if _TIME.fullmatch(token) else "num")
-        elif token in _NUMBER_WORDS:
-            out.append("num")
-        else:
-            out.append(token)
-    return out
-
 
 def mask_values(text: str) -> str:
-    """``masked_tokens`` joined by spaces."""
+    """``masked_tokens`` (``ehr_magic.text``) joined by spaces."""
     return " ".join(masked_tokens(text))
 
 

@@ -27,8 +27,9 @@ from ehr_magic.memory.entry import ORIGIN_PRIORITY, ORIGINS, MemoryEntry, Memory
 from ehr_magic.memory.errors import EntryNotFoundError, MemoryStoreError
 from ehr_magic.memory.index import FormTable, make_index
 from ehr_magic.memory.jsonl import JsonlRecord, read_jsonl, write_jsonl
-from ehr_magic.memory.similarity import check_method, normalise
+from ehr_magic.memory.similarity import check_method
 from ehr_magic.paths import data_dir
+from ehr_magic.text import normalise_unicode
 
 ENV_VAR = "EHR_MAGIC_MEMORY"
 CHANGE_LOG_KEEP = 10_000  # index_changes rows kept; a process further behind reloads
@@ -55,7 +56,7 @@ def normalise_code(code: str) -> str:
 
 def dedupe_key(schema: str | None, question: str, code: str) -> str:
     """Entries with the same key are one entry: same schema, question and code."""
-    payload = json.dumps([schema, normalise(question), normalise_code(code)], ensure_ascii=False)
+    payload = json.dumps([schema, normalise_unicode(question), normalise_code(code)], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

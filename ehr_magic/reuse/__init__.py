@@ -8,10 +8,12 @@ remembered cell's code to the new question's values.
 
 Modules: ``values`` (typed values in questions), ``timeexpr`` (time expressions),
 ``literals`` (literals of code), ``template`` (a remembered cell as a template),
-``lexicon`` (operator words), ``evidence`` (question words vs code names, learned
-from memory), ``match`` (matching questions to templates), ``adapt`` (writing new
-values into code), ``unanswerable`` (reasons to abstain), ``reuser`` (all of it),
-``answerer`` (the eval's ``memory`` mode). See docs/reuse.md.
+``assign`` (a question's values given to a template's slots), ``lexicon`` (operator
+words), ``evidence`` (question words vs code names, learned from memory),
+``attributes`` (words that name columns), ``match`` (matching questions to templates),
+``adapt`` (writing new values into code), ``unanswerable`` (reasons to abstain),
+``calibrate`` (thresholds from the memory alone), ``reuser`` (all of it). The eval's
+``memory`` mode is ``ehr_magic.eval.agent_mode``. See docs/reuse.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ehr_magic.reuse.lexicon import OPERATORS, stem
+from ehr_magic.reuse.lexicon import OPERATORS
+from ehr_magic.text import stem
 
 MAX_COLUMNS = 3  # a word naming more column names than this ("time", "identifier") says little
 # Words that change with tense and article only; any other new word may replace an attribute.

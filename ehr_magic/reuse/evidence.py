@@ -19,9 +19,9 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 
-from ehr_magic.reuse.lexicon import stem
 from ehr_magic.reuse.literals import code_words, selected_words
 from ehr_magic.reuse.unanswerable import STOPWORDS
+from ehr_magic.text import stem
 
 MIN_SUPPORT = 10  # cells a word must occur in before it can imply anything
 MIN_SHARE = 0.95  # share of those cells whose code must use the name
@@ -244,7 +244,7 @@ class SchemaEvidence:
         self.memory = memory
         self._checked: dict[str, bool] = {}
         self._checked_version = -1
-        from ehr_magic.reuse.lexicon import OPERATORS, stem
+        from ehr_magic.reuse.lexicon import OPERATORS
         from ehr_magic.reuse.unanswerable import STOPWORDS
 
         tables = {t.lower() for t in ehr.tables()}

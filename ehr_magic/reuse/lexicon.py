@@ -6,20 +6,15 @@ Two questions can share almost every word and still need different code:
 ``operators(words)`` maps such words to a canonical operator (synonyms together:
 highest/maximum/max -> ``max``), and reuse only adapts a cell whose question has
 the same operators as the new one. This is general English, not any benchmark's.
-
-``stem(word)`` is the Snowball English stem cut to six letters, which is enough to match
-diagnosis/diagnoses/diagnosed, pricing/price or prescribed/prescription when comparing wordings.
+Words are compared by ``ehr_magic.text.stem``, the one stemmer of the package.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Sequence
 
-import snowballstemmer
-
-_ENGLISH = snowballstemmer.stemmer("english")
+from ehr_magic.text import stem  # noqa: F401  (re-exported: reuse's tests take it from here)
 
 OPERATORS: dict[str, str] = {}
 for _canonical, _words in {
@@ -124,16 +119,6 @@ def operators(words: Sequence[str]) -> Counter[str]:
     if "least" in words:  # "least" alone (not "at least") is a minimum
         found["min"] += sum(1 for a, b in zip(("",) + tuple(words), words) if b == "least" and a != "at")
     return found
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """The Snowball (Porter 2) English stem, cut to its first six letters; placeholders
-    (``<...>``) unchanged. Snowball joins pricing/price and diagnosed/diagnoses; the cut
-    joins prescribed/prescription, which Snowball keeps apart."""
-    if word.startswith("<"):
-        return word
-    return _ENGLISH.stemWord(word)[:6]
 
 
 def operator_role_moved(substitutions: Sequence[tuple[str, str]]) -> str:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from rapidfuzz import fuzz
 
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.text import normalise
 from ehr_magic.reuse.assign import (
     assignments,
     features,
@@ -43,10 +42,11 @@ from ehr_magic.reuse.assign import (
 )
 from ehr_magic.reuse.attributes import AttributeWords
 from ehr_magic.reuse.evidence import SchemaEvidence, WordCodeEvidence, content_names
-from ehr_magic.reuse.lexicon import contradicts, operators, stem
+from ehr_magic.reuse.lexicon import contradicts, operators
 from ehr_magic.reuse.literals import code_literals
 from ehr_magic.reuse.template import Template, analyse, inconsistent_links, residual_tokens
 from ehr_magic.reuse.values import Detected, Value, ValueDetector, tokenize
+from ehr_magic.text import normalise, stem
 
 DEFAULT_THRESHOLD = 0.40
 DEFAULT_MARGIN = 0.05

@@ -20,10 +20,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.text import normalise
-from ehr_magic.reuse.lexicon import operators, stem
+from ehr_magic.reuse.lexicon import operators
 from ehr_magic.reuse.literals import Literal, code_literals
 from ehr_magic.reuse.values import Token, Value, ValueDetector, vocab_type
+from ehr_magic.text import normalise, stem
 
 # Renderings that are bare small numbers; they only carry a time value where the
 # code says which unit the number counts (an INTERVAL, a `months=` argument...).

@@ -20,17 +20,13 @@ import re
 from typing import Any
 
 from ehr_magic.reuse.values import Detected
+from ehr_magic.text import FUNCTION_WORDS
 
 _WORD = re.compile(r"[a-z][a-z]+")
-# Function words: never evidence that a question asks for unknown data.
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers
-him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our
-out over own same she should so some such than that the their theirs them then there these they this those
-through to too under until up very was we were what when where which while who whom why will with would you your
-yours tell show give list please find get let know want need much many kind also ever per
-""".split())
+# Function words, and the words of a request ("please tell me..."): never evidence that a
+# question asks for unknown data.
+STOPWORDS = FUNCTION_WORDS | frozenset("tell show give list please find get let know want need much many kind ever per"
+                                       .split())
 
 
 def unanswerable_reason(question: str, detected: Detected, index: Any, ehr: Any) -> str:

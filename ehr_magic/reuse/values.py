@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
+from ehr_magic.text import WORD, normalise
 
-_WORD = re.compile(r"[0-9a-z]+")
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(s)?(?![\w]|\.\d)")
 # Number words that stand alone as counts ("top five"); "one" and "a" are too often
 # pronouns or articles to count as values on their own.
@@ -43,7 +42,7 @@ _COUNT_WORDS = re.compile(
     r"sixteen|seventeen|eighteen|nineteen|twenty)\b")
 _AGGREGATE_RENDERINGS = {"max": {"sql": "MAX", "python": "max"}, "min": {"sql": "MIN", "python": "min"},
                          "avg": {"sql": "AVG", "python": "mean"}, "sum": {"sql": "SUM", "python": "sum"}}
-MAX_VOCABULARY_VALUES = 500_000  # distinct values read per column at most
+MAX_VOCABULARY_VALUES = 500_000  # distinct values indexed per column at most
 MAX_NGRAM = 40  # longest value (in words) looked for in a question
 
 
@@ -59,7 +58,7 @@ def tokenize(text: str) -> list[Token]:
     lowered = text.lower()
     if len(lowered) != len(text):
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
-    return [Token(m.group(), m.start(), m.end()) for m in _WORD.finditer(lowered)]
+    return [Token(m.group(), m.start(), m.end()) for m in WORD.finditer(lowered)]
 
 
 @dataclass(frozen=True)
@@ -129,9 +128,11 @@ class Detected:
 class VocabularyIndex:
     """Exact (normalised) lookup of stored text values across many columns.
 
-    ``add_column(table, column)`` reads a column's distinct values once; ``find``
-    maps a normalised word sequence to the ``(table, column, value)`` triples
-    storing it. Thread-safe; columns load lazily.
+    ``add_column(table, column)`` indexes a column's distinct values as the database
+    handle reads them for value linking (``ehr.vocabulary``: read once per database and
+    column, normalised there, and shared with ``ehr.lookup``, ``ehr.find`` and table
+    choice); ``find`` maps a normalised word sequence to the ``(table, column, value)``
+    triples storing it. Thread-safe; columns load lazily.
     """
 
     def __init__(self, ehr: Any) -> None:
@@ -157,13 +158,10 @@ class VocabularyIndex:
         dtype = columns.get(column)
         if dtype is None or not dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR")):
             return False
-        frame = self.ehr.sql(
-            f"SELECT DISTINCT {quote(column)} AS v FROM {quote(table)} WHERE {quote(column)} IS NOT NULL "
-            f"LIMIT {MAX_VOCABULARY_VALUES}")
+        vocabulary = self.ehr.vocabulary(table, column)
         entries: dict[str, list[tuple[str, str, str]]] = {}
         longest = 1
-        for stored in frame.get_column("v").to_list():
-            text = normalise(stored)
+        for stored, text in zip(vocabulary.values[:MAX_VOCABULARY_VALUES], vocabulary.normalised):
             if len(text) < 2 or text.replace(" ", "").isdigit():
                 continue
             entries.setdefault(text, []).append((table, column, stored))

@@ -4,7 +4,6 @@ from their store. ``search`` ranks cards for a text with rapidfuzz."""
 from __future__ import annotations
 
 import inspect
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from rapidfuzz import fuzz
 
 from ehr_magic.skills.cards import Card
 from ehr_magic.skills.errors import SkillError
-from ehr_magic.text import closest
+from ehr_magic.text import FUNCTION_WORDS, closest, split_words
 
 
 @dataclass(frozen=True)
@@ -81,30 +80,24 @@ def _load_builtins() -> None:
 
 # -- search ------------------------------------------------------------------------------
 
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = {"the", "a", "an", "of", "in", "on", "for", "to", "and", "or", "with", "what", "which", "is", "was",
-         "were", "are", "be", "by", "at", "from", "patient", "patients", "value", "score", "how", "many",
-         "did", "does", "do", "has", "have", "had", "their", "his", "her", "this", "that", "each", "per",
-         "all", "any", "calculate", "compute", "get", "show", "list", "me", "during"}
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower().replace("_", " "))
+# Words of a request that name no skill: English function words, and what every request says.
+_STOP = FUNCTION_WORDS | {"patient", "patients", "value", "score", "many", "per", "calculate", "compute", "get",
+                          "show", "list"}
 
 
 def _terms(card: Card) -> list[tuple[str, float]]:
     """Phrases that name the skill, with a weight."""
-    terms = [(" ".join(_words(card.name)), 1.0), (" ".join(_words(card.title)), 1.0)]
-    terms += [(" ".join(_words(k)), 1.0) for k in card.keywords]
+    terms = [(" ".join(split_words(card.name)), 1.0), (" ".join(split_words(card.title)), 1.0)]
+    terms += [(" ".join(split_words(k)), 1.0) for k in card.keywords]
     return [(t, w) for t, w in terms if t]
 
 
 def score(card: Card, query: str) -> float:
     """0-100: how well ``card`` fits ``query`` (phrases of the card found in the query, fuzzily)."""
-    words = [w for w in _words(query) if w not in _STOP] or _words(query)
-    if not words:
+    said = [w for w in split_words(query) if w not in _STOP] or split_words(query)
+    if not said:
         return 0.0
-    grams = {" ".join(words[i:i + n]) for n in (1, 2, 3, 4) for i in range(len(words) - n + 1)}
+    grams = {" ".join(said[i:i + n]) for n in (1, 2, 3, 4) for i in range(len(said) - n + 1)}
     best, hits = 0.0, 0
     for term, weight in _terms(card):
         length = len(term.split())
@@ -117,7 +110,7 @@ def score(card: Card, query: str) -> float:
         if s >= 80:
             hits += 1
         best = max(best, s)
-    context = fuzz.token_set_ratio(" ".join(words), " ".join(_words(card.title + " " + card.purpose)))
+    context = fuzz.token_set_ratio(" ".join(said), " ".join(split_words(card.title + " " + card.purpose)))
     return min(100.0, 0.8 * best + 0.15 * context + 3 * max(0, hits - 1))
 
 
@@ -133,7 +126,7 @@ _GENERIC = frozenset({"first value", "last value", "lowest", "highest", "maximum
 def names_concept(card: Card, query: str) -> bool:
     """Whether ``query`` names what ``card`` computes: one of its phrases, word for word,
     other than a generic one (a summary such as 'maximum', or a bare measurement name)."""
-    text = f" {' '.join(_words(query))} "
+    text = f" {' '.join(split_words(query))} "
     for term, _ in _terms(card):
         if term not in _GENERIC and f" {term} " in text:
             return True

@@ -1,9 +1,9 @@
 """Sources: plug-ins that turn something real into an EHR database file.
 
 A source names its schema (which selects the knowledge file and memory entries) and
-builds a DuckDB file atomically. Built-in sources are registered the same way a
-third-party package registers its own, through the ``ehr_magic.sources`` entry point
-group (the value is a ``SourceSpec``).
+builds a DuckDB file atomically. The built-in sources are the fixed tuple
+``BUILTIN_SOURCES``; a third-party package adds its own through the ``ehr_magic.sources``
+entry point group (the value is a ``SourceSpec``), and a built-in keeps its name.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ def _load_eicu(inputs: Sequence[str], out: str, *, now=None, progress: Progress 
 
 def _load_csv_folder(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None,
                      schema: str | None = None) -> LoadReport:
-    from ehr_magic.sources import folder as csv_folder
+    from ehr_magic.sources import folder
 
-    return csv_folder.load(inputs, out, now=now, progress=progress, schema=schema)
+    return folder.load(inputs, out, now=now, progress=progress, schema=schema)
 
 
 BUILTIN_SOURCES = (

@@ -30,7 +30,7 @@ from ehr_magic.knowledge.drafting import draft as drafting
 from ehr_magic.knowledge import store as knowledge_store
 from ehr_magic.db import knowledge_io
 from ehr_magic.knowledge.store import write_knowledge
-from ehr_magic.text import parse_time
+from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
 from ehr_magic.errors import DataSourceError
@@ -44,7 +44,7 @@ _SCHEMA_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
 def table_name(stem: str) -> str:
     """A file stem as a plain SQL identifier: lower case, letters, digits and underscores."""
-    name = re.sub(r"[^0-9a-z]+", "_", stem.lower()).strip("_")  # no leading '_': those tables are hidden
+    name = NON_ALNUM.sub("_", stem.lower()).strip("_")  # no leading '_': those tables are hidden
     if not name or name[0].isdigit():
         name = f"t_{name}"
     if name in _reserved_words():
@@ -59,7 +59,7 @@ def _reserved_words() -> frozenset[str]:
 
 def schema_id(folder: Path) -> str:
     """``csv_<folder name>``: one schema (knowledge, memory) per dataset folder."""
-    slug = re.sub(r"[^0-9a-z]+", "_", folder.resolve().name.lower()).strip("_") or "data"
+    slug = NON_ALNUM.sub("_", folder.resolve().name.lower()).strip("_") or "data"
     return f"csv_{slug}"[:63]
 
 

@@ -33,6 +33,7 @@ from ehr_magic.knowledge.drafting import meaning
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
 from ehr_magic.knowledge.model import Knowledge, TableInfo
 from ehr_magic.knowledge.drafting.profiling import Table, profile, settle_row_numbers
+from ehr_magic.text import split_words
 
 __all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all"]
 
@@ -51,7 +52,7 @@ class DatasetClock:
 
 
 def _is_end(column: str) -> bool:
-    words = set(re.split(r"[^a-z0-9]+", column.lower()))
+    words = set(split_words(column))
     return bool(words & _END_WORDS) or column.lower().startswith(("end", "stop")) or column.lower().endswith(
         ("end", "stop", "enddate", "stopdate", "todate"))
 

@@ -19,6 +19,7 @@ import duckdb
 
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import naming
+from ehr_magic.text import split_words
 
 VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
 VOCABULARY_MAX = 5000  # distinct values of a repeated-term column worth a lookup
@@ -94,7 +95,7 @@ class Column:
 
     @property
     def personal(self) -> bool:
-        words = set(re.split(r"[^a-z0-9]+", self.name.lower())) | set(self.words)
+        words = set(split_words(self.name)) | set(self.words)
         if words & _PERSONAL_WORDS or any(part in self._spelled for part in _PERSONAL_PARTS):
             # "drug name", "test name": names of things, not of people.
             things = {w for w in self.words if naming.understood(w)} - naming.PEOPLE - naming.GENERIC
