@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -89,6 +90,15 @@ class QueryError(DatabaseError):
         self.engine, self.engine_message, self.sql = engine, message, sql
         shown = f"{engine} SQL" if not dialect else f"{engine} SQL, translated from DuckDB SQL"
         super().__init__(f"{engine} error: {message}\nThe query ran as ({shown}):\n{sql}")
+
+
+# What a query can raise about itself, on any engine: our errors (``QueryError`` from a
+# server engine, an unknown table or column, a refused statement) and DuckDB's own, which
+# the DuckDB engine passes on as they are (``DataError``: a value that cannot be cast;
+# ``ProgrammingError``: an unknown name, a parse or binder error). Not among them: a closed
+# connection or an interrupt (DuckDB's ``OperationalError``, ``InterruptException``) and our
+# own bugs (``TypeError``...). Catch these where a query that fails means "not found".
+QUERY_FAILURES: tuple[type[Exception], ...] = (EhrMagicError, duckdb.DataError, duckdb.ProgrammingError)
 
 
 class Engine:

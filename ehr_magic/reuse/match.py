@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
+from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.text import normalise
 from ehr_magic.reuse.assign import (
     assignments,
@@ -414,7 +415,7 @@ class ReuseIndex:
         try:
             hit = self.ehr.sql(f'SELECT 1 FROM "{table}" WHERE CAST("{column}" AS VARCHAR) ILIKE ? LIMIT 1',
                                [f"%{text}%"]).height
-        except Exception:  # noqa: BLE001 - a column we cannot search gives no value
+        except QUERY_FAILURES:  # a column we cannot search gives no value
             return None
         if not hit:
             return None
@@ -426,7 +427,7 @@ class ReuseIndex:
         table, column = value_type.removeprefix("vocab:").split(".", 1)
         try:
             found = self.ehr.lookup(table, column, text, k=5, scores=True)
-        except Exception:  # noqa: BLE001 - a column we cannot look up gives no value
+        except QUERY_FAILURES:  # a column we cannot look up gives no value
             return None
         wanted = normalise(text)
         matches = sorted(((fuzz.ratio(wanted, normalise(value)), value) for value, _ in found), reverse=True)

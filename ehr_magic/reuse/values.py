@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.errors import EhrMagicError
 from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
@@ -151,7 +153,7 @@ class VocabularyIndex:
             return True
         try:
             columns = self.ehr.columns(table)
-        except Exception:  # noqa: BLE001 - an unknown table is simply not indexed
+        except EhrMagicError:  # an unknown table is simply not indexed
             return False
         dtype = columns.get(column)
         if dtype is None or not dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR")):
@@ -234,7 +236,7 @@ class ValueDetector:
     def _table_size(self, table: str) -> int:
         try:
             return int(self.ehr.count(table))
-        except Exception:  # noqa: BLE001
+        except QUERY_FAILURES:  # a table we cannot count goes last
             return 1 << 62
 
     def id_exists(self, column: str, number: str) -> bool:
