@@ -144,6 +144,18 @@ def test_spark_errors_come_back_in_its_words_with_the_sql(spark) -> None:
         spark.table("patient")
 
 
+def test_a_bug_under_the_engine_keeps_its_traceback(spark, monkeypatch) -> None:
+    # only Spark's, gRPC's and Arrow's errors become a one-line QueryError; a TypeError is a bug
+    def bug(*args, **kwargs):
+        raise TypeError("a bug of ours")
+
+    monkeypatch.setattr(spark._engine._spark, "sql", bug)
+    with pytest.raises(TypeError, match="a bug of ours") as caught:
+        spark.sql("SELECT count(*) FROM patients")
+    assert not isinstance(caught.value, EhrMagicError)
+    assert any(entry.name == "bug" for entry in caught.traceback)  # raised where it happened
+
+
 def test_a_query_spark_cannot_express_is_one_sentence() -> None:
     with pytest.raises(TranslationError, match="cannot be translated from DuckDB to Spark SQL"):
         to_dialect("SELECT FROM WHERE (", "spark")
