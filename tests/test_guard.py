@@ -137,6 +137,8 @@ def test_english_strings_are_not_mistaken_for_statements(text: str) -> None:
 
 def test_text_sql_cannot_parse_is_refused_only_when_it_is_sql() -> None:
     assert check_sql("SELECT * FROM t WHERE a = 'x", strict=True)[0].kind == "unparsable"
+    # sqlglot's parser fails on this with an AttributeError, not a SqlglotError: still unreadable
+    assert [p.kind for p in check_sql("SELECT {: 1}", strict=True)] == ["unparsable"]
     assert check_sql("SELECT * FROM t WHERE a = 'x", strict=False) == []
     assert looks_like_sql("SELECT a FROM b") and not looks_like_sql("Patients by gender")
 

@@ -35,6 +35,7 @@ from ehr_magic.runtime.executor import Executor, code_namespace, is_empty_answer
 from ehr_magic.agent.steps import AgentResult
 from ehr_magic.text import normalise
 from ehr_magic.errors import ConfigError
+from ehr_magic.memory import EntryNotFoundError
 from ehr_magic.safety import privacy
 from ehr_magic.safety.privacy import preview
 from ehr_magic.session import variables as notebook
@@ -79,8 +80,9 @@ class Answer:
 class Session:
     """Answers questions on one ``EHR`` with a memory store, (lazily) a model and a conversation."""
 
-    def __init__(self, ehr: Any = None, *, memory: Any = None, llm: Any = None, llm_overrides: dict[str, Any] | None = None,
-                 settings: AgentSettings | None = None, store_auto: bool = False, mode: Mode = "auto",
+    def __init__(self, ehr: Any = None, *, memory: Any = None, llm: Any = None,
+                 llm_overrides: dict[str, Any] | None = None, settings: AgentSettings | None = None,
+                 store_auto: bool = False, mode: Mode = "auto",
                  history_tokens: int = DEFAULT_HISTORY_TOKENS, keep_conversation: bool = True,
                  reuser: Any = None) -> None:
         if mode not in MODES:
@@ -347,7 +349,7 @@ class Session:
             entry_knowledge = ""
             try:
                 entry_knowledge = self.memory.get(result.entry_id).knowledge
-            except Exception:  # noqa: BLE001 - the entry may have been deleted meanwhile
+            except EntryNotFoundError:  # deleted meanwhile: the answer stands without its knowledge
                 pass
             return Answer(question, "answered", result.answer, result.code, entry_knowledge, result.message,
                           "memory", result.entry_id, namespace=result.namespace,
@@ -383,8 +385,9 @@ class Session:
         return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
 
     def import_knowledge(self, path: str | None = None) -> str:
-        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against the database, store it, and reconnect so
-        the next question uses it; returns one sentence saying what changed. Raises
+        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against
+        the database, store it, and reconnect so the next question uses it; returns one sentence
+        saying what changed. Raises
         ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
         from ehr_magic.db import connect
         from ehr_magic.knowledge import store as knowledge_store
