@@ -18,6 +18,7 @@ from sqlglot.errors import SqlglotError
 from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.engines.base import first_line
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.literals import Literal, can_write, replace_literals, sql_strings, write_literal
 from ehr_magic.reuse.template import Link, Template
 from ehr_magic.reuse.values import Value, VocabularyIndex, split_vocab_type
@@ -100,7 +101,7 @@ def _shown(value: Value) -> str:
     return value.text
 
 
-def check_context(ehr, adaptation: Adaptation, template: Template, values: list[Value]) -> None:
+def check_context(ehr: Database, adaptation: Adaptation, template: Template, values: list[Value]) -> None:
     """Each new vocabulary value must exist where the code uses it: with the other
     constant conditions the code puts on the same table (``d_items.label = 'foley'``
     next to ``d_items.linksto = 'inputevents'`` must find a row). A check whose query
@@ -184,7 +185,7 @@ def _constant_condition(condition: exp.Expression, qualifier: str) -> bool:
     return False
 
 
-def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
+def unfound_values(ehr: Database, template: Template, values: list[Value]) -> list[str]:
     """The substituted values not found in the column the code puts them into (a value
     compared with no column, like a year inside ``strftime``, or one the column does not
     hold), each as a sentence. Empty when every substitution is found where it went."""
@@ -207,7 +208,7 @@ def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
     return missing
 
 
-def _stored_in_column(ehr, literal: Literal, text: str, pattern: bool) -> bool:
+def _stored_in_column(ehr: Database, literal: Literal, text: str, pattern: bool) -> bool:
     """True when a table with ``literal``'s column holds ``text`` there (as a pattern for LIKE)."""
     column = literal.column_name
     if not column:

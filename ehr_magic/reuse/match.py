@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from rapidfuzz import fuzz
 
 from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.text import normalise
 from ehr_magic.reuse.assign import (
     assignments,
@@ -109,7 +110,7 @@ class _Query:
 class ReuseIndex:
     """Analysed memory entries of one database, searchable by question."""
 
-    def __init__(self, ehr, *, detector: ValueDetector | None = None, threshold: float = DEFAULT_THRESHOLD,
+    def __init__(self, ehr: Database, *, detector: ValueDetector | None = None, threshold: float = DEFAULT_THRESHOLD,
                  margin: float = DEFAULT_MARGIN, check_operators: bool = True, check_unused_values: bool = True,
                  check_evidence: bool = True, check_schema_words: bool = True, check_attributes: bool = True,
                  evidence: dict | None = None) -> None:

@@ -27,10 +27,10 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.text import normalise
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
@@ -135,7 +135,7 @@ class VocabularyIndex:
     storing it. Thread-safe; columns load lazily.
     """
 
-    def __init__(self, ehr: Any) -> None:
+    def __init__(self, ehr: Database) -> None:
         self.ehr = ehr
         self._by_text: dict[str, list[tuple[str, str, str]]] = {}
         self._columns: set[tuple[str, str]] = set()
@@ -216,7 +216,7 @@ class ValueDetector:
     does not hold can be reported. Both are learned from memory by the reuse index.
     """
 
-    def __init__(self, ehr: Any, vocabulary: VocabularyIndex | None = None) -> None:
+    def __init__(self, ehr: Database, vocabulary: VocabularyIndex | None = None) -> None:
         self.ehr = ehr
         self.clock = ehr.clock
         self.vocabulary = vocabulary or VocabularyIndex(ehr)
