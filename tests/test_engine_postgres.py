@@ -377,6 +377,6 @@ def test_oracle_answers_every_valid_question_on_postgres(pg_ehrsql: str) -> None
 
 
 def test_frames_are_polars_with_duckdb_types(pg) -> None:
-    frame = pg.sql("SELECT avg(valuenum) AS mean, round(avg(valuenum), 2) AS r, max(charttime) - min(charttime) AS span "
-                   "FROM labevents")
+    frame = pg.sql("SELECT avg(valuenum) AS mean, round(avg(valuenum), 2) AS r, "
+                   "max(charttime) - min(charttime) AS span FROM labevents")
     assert frame.schema == pl.Schema({"mean": pl.Float64, "r": pl.Float64, "span": pl.Duration("us")})

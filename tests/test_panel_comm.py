@@ -330,7 +330,8 @@ def test_memory_search_get_delete(ip, panel, fake_llm, tmp_path) -> None:
     entry_id = found[0]["id"]
     got = panel.result("memory.get", id=entry_id)
     token, question, code = read_marker(got["code"])
-    assert token == got["token"] and question == "How many patients per gender?" and code.strip() == GENDER_CODE + "\nanswer"
+    assert token == got["token"] and question == "How many patients per gender?"
+    assert code.strip() == GENDER_CODE + "\nanswer"
     assert ip.run_cell(got["code"]).success  # inserting it again keeps one entry
     assert panel.result("pending", token=token)["entry_id"] == entry_id
     assert len(panel.result("memory.search")["entries"]) == 2

@@ -76,7 +76,8 @@ def test_another_attribute_of_the_patient_is_not_answered_with_the_cells(reuser)
     question = "What is the marital status of patient 10005348 during their last hospital visit?"
     result = reuser.answer(question)
     assert not result.answered and result.reason == NO_FIT
-    assert refusals(reuser, question) == {1: "the question asks about marital_status, which the cell's code does not use"}
+    assert refusals(reuser, question) == {
+        1: "the question asks about marital_status, which the cell's code does not use"}
 
 
 def test_attribute_words_come_from_the_schema_and_its_descriptions(ehr) -> None:

@@ -242,7 +242,8 @@ def _age_over_89(ehr, answer) -> None:
 
 def _acute_kidney_failure(ehr, answer) -> None:
     coded = ehr.table("diagnoses_icd").filter(pl.col("icd9_code").str.starts_with("584")).collect()
-    titles = ehr.table("d_icd_diagnoses").filter(pl.col("long_title").str.contains("(?i)acute kidney failure")).collect()
+    titles = (ehr.table("d_icd_diagnoses").filter(pl.col("long_title").str.contains("(?i)acute kidney failure"))
+              .collect())
     assert set(titles["icd9_code"]) >= set(coded["icd9_code"])
     assert answer == coded["subject_id"].n_unique() > 0
 

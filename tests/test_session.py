@@ -118,7 +118,8 @@ def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, eh
         session = Session(ehr, memory=MemoryStore(tmp_path / "memory.sqlite"))
         session._examples = Recording  # the few-shot source the agent gets
         fake_llm.enqueue("```python\nanswer = ehr.sql('SELECT 2').item()\n```",
-                         "Standalone question: How many emergency admissions were there?\n```python\nanswer = ehr.sql('SELECT 3').item()\n```")
+                         "Standalone question: How many emergency admissions were there?\n"
+                         "```python\nanswer = ehr.sql('SELECT 3').item()\n```")
         session.ask("How many admissions were there?")
         answer = session.ask("now only the emergency ones")
     assert answer.standalone_question == "How many emergency admissions were there?"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-VOCABULARY = Path(__file__).resolve().parents[1] / "ehr_magic" / "linking" / "vocabulary" / "warehouse_abbreviations.tsv"
+VOCABULARY = (Path(__file__).resolve().parents[1] / "ehr_magic" / "linking" / "vocabulary"
+              / "warehouse_abbreviations.tsv")
 KINDS = {"table-word", "column-word", "suffix"}
 
 

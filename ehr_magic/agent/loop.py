@@ -307,8 +307,8 @@ class Agent:
                 privacy.mask_stdout(execution.stdout, level, self.ehr, step.code)
             parts.append(f"Printed output:\n{stdout.strip()}")
         if execution.has_answer:
-            parts.append(f"`answer` = {privacy.describe_answer(execution.answer, level, ehr=self.ehr, code=step.code)}\n"
-                         f"{_METADATA}.")
+            answer = privacy.describe_answer(execution.answer, level, ehr=self.ehr, code=step.code)
+            parts.append(f"`answer` = {answer}\n{_METADATA}.")
         elif execution.last_value is not None:
             value = privacy.describe_answer(execution.last_value, level, ehr=self.ehr, code=step.code)
             parts.append(f"Value of the last line:\n{value}")

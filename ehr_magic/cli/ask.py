@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
 def accept(session: Any, answer: Any) -> int | None:
     """Store an answer as accepted, under the question its code answers on its own."""
     return session.accept(answer.standalone_question, answer.code, knowledge=answer.knowledge,
-                          answer_preview=preview(answer.answer, 500), model=answer.result.model if answer.result else None)
+                          answer_preview=preview(answer.answer, 500),
+                          model=answer.result.model if answer.result else None)
 
 
 def answer_dict(answer: Any) -> dict[str, Any]:

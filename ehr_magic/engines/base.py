@@ -120,8 +120,12 @@ class Engine:
     def query_arrow(self, sql: str, params: list[Any] | None = None, max_rows: int | None = None) -> pa.Table:
         raise NotImplementedError
 
-    def query(self, sql: str, params: list[Any] | None = None, *, what: str = "the query") -> pl.DataFrame:
-        """``query_arrow`` under the thread's row cap, as a polars DataFrame."""
+    def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None, *,
+              what: str = "the query") -> pl.DataFrame:
+        """``query_arrow`` under the thread's row cap, as a polars DataFrame. Parameters by name
+        (a dict) reach only DuckDB, which binds them itself; ``EHR`` numbers them for the others."""
+        if isinstance(params, dict):
+            raise TypeError(f"{self.name} binds parameters by position, not by name")
         cap = limits.current_row_cap()
         table = self.query_arrow(sql, params, None if cap is None else cap + 1)
         if cap is not None and table.num_rows > cap:
@@ -184,7 +188,7 @@ def register_engine(scheme: str, spec: str) -> None:
 
 def open_engine(target: str | os.PathLike[str], **options: Any) -> Engine:
     """Connect to ``target`` (file path or URL) for analysis."""
-    return engine_class(target).open(str(target) if is_url(target) else target, **options)
+    return engine_class(target).open(str(target), **options)
 
 
 def publish(duckdb_file: str | os.PathLike[str], target: str, progress: Progress | None = None) -> None:

@@ -35,7 +35,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
+from ehr_magic.engines.base import Engine, Progress, QueryError, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 
 DEFAULT_PORT = 15002
@@ -212,11 +212,12 @@ class SparkEngine(Engine):
 
         parsed = Target(target)
         spark = _session(parsed)
+        failures: tuple[type[BaseException], ...] = (*spark_errors(), duckdb.Error, OSError)  # server, file, disk
         try:
             publish_tables(spark, duckdb_file, parsed.database, progress=progress)
         except DatabaseError:
             raise
-        except (*spark_errors(), duckdb.Error, OSError) as exc:  # the server's, the file's or the disk's failure
+        except failures as exc:
             raise DatabaseError(f"Writing to Spark at {parsed.location} failed, nothing was changed: "
                                 f"{_describe(exc, parsed)}") from None
         finally:

@@ -232,7 +232,7 @@ def resolve_settings(
         if found is not None:
             values[key], sources[key] = found
 
-    provider = values.get("provider")
+    provider: Provider | None = values.get("provider")  # a valid name, or None (read checks it)
     if provider is None:
         # The highest level that says where to connect decides the provider.
         provider = "openai"
@@ -289,7 +289,8 @@ def resolve_settings(
             f'base_url = "http://localhost:8000/v1" under [llm] in {path}.'
         )
 
-    defaults = {f.name: f.default for f in fields(LLMSettings) if f.name in ("temperature", "timeout", "max_retries", "stream")}
+    defaults = {f.name: f.default for f in fields(LLMSettings)
+                if f.name in ("temperature", "timeout", "max_retries", "stream")}
     for key, default in defaults.items():
         if key not in values:
             values[key], sources[key] = default, "default"
@@ -415,7 +416,7 @@ def _edit_lines(text: str, key: str, value: Any) -> str:
     if start is None:
         if new_line is None:
             return text
-        tail = ["", f"[{SECTION}]", new_line] if any(l.strip() for l in lines) else [f"[{SECTION}]", new_line]
+        tail = ["", f"[{SECTION}]", new_line] if any(line.strip() for line in lines) else [f"[{SECTION}]", new_line]
         return "\n".join([*lines, *tail]) + "\n"
     end = len(lines)
     for j in range(start + 1, len(lines)):

@@ -220,7 +220,7 @@ def copy_mimic_iv_demo(
 
 
 def _get(url: str, timeout: float) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (URL is http(s) by construction)
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # the URL is http(s) by construction
         return response.read()
 
 
@@ -230,7 +230,7 @@ def _download(url: str, destination: Path, expected: str, timeout: float,
     partial = destination.with_name(destination.name + ".part")
     digest = hashlib.sha256()
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0)
             done = 0
             while block := response.read(_BLOCK):
