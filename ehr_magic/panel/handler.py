@@ -308,8 +308,8 @@ class PanelHandler:
 class EventStream:
     """Agent events -> ``event`` messages; streamed tokens are batched (~10 per second)."""
 
-    def __init__(self, rid: str, send: Send) -> None:
-        self.rid, self._send = rid, send
+    def __init__(self, rid: str, send: Send, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rid, self._send, self._clock = rid, send, clock
         self._tokens: list[str] = []
         self._last = 0.0
         self._elapsed = 0.0
@@ -319,7 +319,7 @@ class EventStream:
         self._elapsed = event.elapsed
         if event.kind == "token":
             self._tokens.append(event.detail)
-            if time.monotonic() - self._last >= TOKEN_FLUSH_SECONDS:
+            if self._clock() - self._last >= TOKEN_FLUSH_SECONDS:
                 self.flush()
             return
         self.flush()
@@ -341,7 +341,7 @@ class EventStream:
             self._emit({"kind": "token", "text": text})
 
     def _emit(self, body: dict[str, Any]) -> None:
-        self._last = time.monotonic()
+        self._last = self._clock()
         body["elapsed"] = round(self._elapsed, 3)
         self._send(p.event(self.rid, body))
 
