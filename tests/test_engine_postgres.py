@@ -205,7 +205,10 @@ def test_time_limit_and_statement_timeout_stop_server_queries(pg, pg_server: Pos
     from ehr_magic.runtime.executor import Executor
 
     run = Executor(pg, timeout=1.0).run("answer = ehr.sql('SELECT pg_sleep(20) AS s')")
-    assert not run.ok and run.seconds < 8
+    assert not run.ok and run.error.type == "Timeout"
+    sleeping = pg_server.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                 "AND query LIKE '%pg_sleep(20)%' AND pid <> pg_backend_pid()")
+    assert sleeping == [(0,)]  # the server's query was cancelled with the run
     assert pg.count("patients") > 0  # the pool still serves queries after the cancel
     with ehr_magic.connect(pg_server.url("ehrsql", query="statement_timeout=200ms")) as short:
         with pytest.raises(QueryError, match="statement timeout"):

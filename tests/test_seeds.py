@@ -140,7 +140,6 @@ def test_seed_runs_and_answers(seed_ehrs, schema: str, number: int, seed: dict[s
     assert is_empty_answer(result.answer) is None, is_empty_answer(result.answer)
     assert isinstance(result.answer, (int, float, str, bool, list, dt.datetime, dt.date, pl.DataFrame)), \
         type(result.answer)
-    assert result.seconds < 10
 
 
 # -- a few answers against independent computations ------------------------------------------
