@@ -24,7 +24,7 @@ from fake_llm import messages_text
 from servers import PostgresServer
 from test_magic import ipython_shell
 
-pytestmark = pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason="needs ../shared/data/ehrsql-2024")
+pytestmark = pytest.mark.shared_data(EHRSQL_SQLITE)
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
 

@@ -24,7 +24,7 @@ from ehr_magic.safety import limits
 from fake_llm import messages_text
 from spark_server import SparkServer, free_port, spark_connect_server
 
-pytestmark = pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason="needs ../shared/data/ehrsql-2024")
+pytestmark = pytest.mark.shared_data(EHRSQL_SQLITE)
 
 # The marked subset of the valid split that runs through Spark: every 3rd answerable question.
 SPARK_ORACLE_STEP = 3
