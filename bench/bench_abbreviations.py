@@ -33,7 +33,8 @@ K = 5
 
 def load_databases(folder: Path) -> dict[str, Path]:
     """The three demos as DuckDB files in ``folder`` (built once, reused when present)."""
-    paths = {"mimic_iv": folder / "ehrsql.duckdb", "mimic_iii": folder / "mimic3.duckdb", "eicu": folder / "eicu.duckdb"}
+    paths = {"mimic_iv": folder / "ehrsql.duckdb", "mimic_iii": folder / "mimic3.duckdb",
+             "eicu": folder / "eicu.duckdb"}
     if not paths["mimic_iv"].exists():
         ehrsql.load(SHARED / "ehrsql-2024" / "mimic_iv.sqlite", paths["mimic_iv"])
     if not paths["mimic_iii"].exists():
@@ -90,8 +91,9 @@ def main() -> None:
                   f"{pair['column']}: expected {pair['expected']!r}, got {found}")
         for name, ehr in ehrs.items():
             fresh = ehr_magic.connect(paths[name])
-            cold = timed(lambda: fresh.find("Hb"))
-            warm = [timed(lambda q=q: fresh.find(q)) * 1000 for q in ("COPD", "Lasix", "K", "heart rate", "PRBC")]
+            cold = timed(lambda fresh=fresh: fresh.find("Hb"))
+            warm = [timed(lambda q=q, fresh=fresh: fresh.find(q)) * 1000
+                    for q in ("COPD", "Lasix", "K", "heart rate", "PRBC")]
             print(f"ehr.find on {name} ({len(fresh.lookup_columns())} lookup columns): first call {cold:.2f} s "
                   f"(reads and indexes the vocabularies), then median {statistics.median(warm):.0f} ms")
             fresh.close()

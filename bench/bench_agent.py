@@ -33,7 +33,6 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import ehr_magic  # noqa: E402
 from ehr_magic.agent import Agent, AgentSettings, prompts  # noqa: E402
-from ehr_magic.agent import context  # noqa: E402
 from ehr_magic.memory.fewshot import SeedExamples, seed_examples  # noqa: E402
 from ehr_magic.llm import LLMClient, estimate_prompt_tokens, resolve_settings  # noqa: E402
 from ehr_magic.memory.similarity import default_tokens  # noqa: E402
@@ -53,7 +52,8 @@ SMALL_WINDOW = 4096
 def build_demo(out: Path) -> Path:
     from ehr_magic.sources import mimic_iv
 
-    mimic_iv.load([SHARED / "mimic-iv-clinical-database-demo-2.2", SHARED / "mimic-iv-demo-2.2-chartevents-reconstructed"], out)
+    mimic_iv.load([SHARED / "mimic-iv-clinical-database-demo-2.2",
+                   SHARED / "mimic-iv-demo-2.2-chartevents-reconstructed"], out)
     return out
 
 
@@ -61,10 +61,12 @@ def ehragent_style_tokens(ehr, question: str, examples) -> int:
     """EHRAgent's two calls: knowledge (all tables' columns + question), then code
     (all tables' columns + 4 examples + knowledge + question)."""
     knowledge = ehr.knowledge
-    columns = "\n".join(
-        f"{t}: " + ", ".join(f"{c} ({knowledge.tables[t].columns.get(c, '') if knowledge and t in knowledge.tables else ''})"
-                              for c in ehr.columns(t)) for t in ehr.tables())
-    knowledge_prompt = [{"role": "user", "content": f"Tables and columns:\n{columns}\nQuestion: {question}\nKnowledge:"}]
+    def described(t: str, c: str) -> str:
+        return knowledge.tables[t].columns.get(c, "") if knowledge and t in knowledge.tables else ""
+
+    columns = "\n".join(f"{t}: " + ", ".join(f"{c} ({described(t, c)})" for c in ehr.columns(t)) for t in ehr.tables())
+    knowledge_prompt = [{"role": "user",
+                         "content": f"Tables and columns:\n{columns}\nQuestion: {question}\nKnowledge:"}]
     shots = "\n\n".join(f"Question: {e.question}\nKnowledge:\n{e.knowledge}\nSolution:\n{e.code}" for e in examples)
     code_prompt = [{"role": "user", "content": f"Tables and columns:\n{columns}\n\n{shots}\n\nQuestion: {question}\n"
                                                "Knowledge: - (about 80 tokens of bullets)\nSolution:"}]
@@ -121,15 +123,16 @@ def main() -> None:
     overhead_ms = sorted(x * 1000 for x in overhead)
     p95 = overhead_ms[min(len(overhead_ms) - 1, int(round(0.95 * (len(overhead_ms) - 1))))]
     print(f"questions: {len(cases)} (MIMIC-IV demo, instant fake model, prompt version {prompts.PROMPT_VERSION})")
-    print(f"our overhead per question (excluding model wait and query run): median {statistics.median(overhead_ms):.1f} ms, "
-          f"p95 {p95:.1f} ms")
+    print(f"our overhead per question (excluding model wait and query run): "
+          f"median {statistics.median(overhead_ms):.1f} ms, p95 {p95:.1f} ms")
     print(f"prompt tokens per question: ours {statistics.mean(ours):,.0f} (cacheable prefix "
           f"{statistics.mean(ours_cached):,.0f} = {100 * sum(ours_cached) / sum(ours):.0f}%), "
           f"EHRAgent-style {statistics.mean(theirs):,.0f}; ratio ours/EHRAgent-style "
           f"{sum(ours) / sum(theirs):.2f}")
     print(f"uncached tokens per question: ours {statistics.mean(o - c for o, c in zip(ours, ours_cached)):,.0f}")
-    print(f"at a {SMALL_WINDOW:,}-token window: prompt {statistics.mean(estimate_prompt_tokens(p.messages) for p in small):,.0f} "
-          f"tokens (max {max(estimate_prompt_tokens(p.messages) for p in small):,}), tables "
+    print(f"at a {SMALL_WINDOW:,}-token window: "
+          f"prompt {statistics.mean(estimate_prompt_tokens(p.messages) for p in small):,.0f} tokens "
+          f"(max {max(estimate_prompt_tokens(p.messages) for p in small):,}), tables "
           f"{statistics.mean(len(p.tables) for p in small):.1f} ({statistics.mean(p.layout.tables for p in small):.1f} "
           f"in full), examples {statistics.mean(len(p.example_ids) for p in small):.1f}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,9 +183,10 @@ def ehrsql_table_recall(tmp: Path, limit: int) -> None:
                     tables.append(len(prompt.tables))
                     tokens.append(estimate_prompt_tokens(prompt.messages))
                 print(f"  {memory_name:<16} window {window:>5,}: listed {100 * covered / len(valid):.2f}% "
-                      f"({covered}/{len(valid)}), full {100 * in_full / len(valid):.2f}% ({in_full}), tables in the prompt {statistics.mean(tables):.1f} of {len(ehr.tables())} "
-                      f"({statistics.mean(full):.1f} in full), "
-                      f"prompt {statistics.mean(tokens):,.0f} tokens" + (f", {too_long} did not fit" if too_long else ""))
+                      f"({covered}/{len(valid)}), full {100 * in_full / len(valid):.2f}% ({in_full}), "
+                      f"tables in the prompt {statistics.mean(tables):.1f} of {len(ehr.tables())} "
+                      f"({statistics.mean(full):.1f} in full), prompt {statistics.mean(tokens):,.0f} tokens"
+                      + (f", {too_long} did not fit" if too_long else ""))
 
 
 class _Excluding:

@@ -49,11 +49,11 @@ def main() -> None:
             build_s = timed(lambda: ehr.lookup(table, column, "warm up"))
             ours = []
             for q in QUERIES * 3:
-                ours.append(timed(lambda: ehr.lookup(table, column, q)) * 1000)
+                ours.append(timed(lambda q=q: ehr.lookup(table, column, q)) * 1000)
             values = [v for v in ehr.sql(f'SELECT DISTINCT "{column}" AS v FROM "{table}"')["v"].to_list()]
             normalised = [normalise(v) for v in values]
-            plain = [timed(lambda: process.extract(normalise(q), normalised, scorer=fuzz.WRatio, processor=None,
-                                                   limit=5)) * 1000 for q in QUERIES]
+            plain = [timed(lambda q=q: process.extract(normalise(q), normalised, scorer=fuzz.WRatio, processor=None,
+                                                       limit=5)) * 1000 for q in QUERIES]
         print(f"lookup on {table}.{column} ({size:,} distinct values): vocabulary built once in {build_s:.2f} s; "
               f"median {statistics.median(ours):.1f} ms, max {max(ours):.1f} ms per lookup; "
               f"plain rapidfuzz WRatio scan: median {statistics.median(plain):.0f} ms "

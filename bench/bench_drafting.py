@@ -47,11 +47,11 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from datapaths import SHARED_DATA  # noqa: E402
+from datapaths import SHARED_DATA
 
-import ehr_magic  # noqa: E402
-from ehr_magic.knowledge import model as knowledge_files  # noqa: E402
-from ehr_magic import sources  # noqa: E402
+import ehr_magic
+from ehr_magic.knowledge import model as knowledge_files
+from ehr_magic import sources
 
 DEMOS = {"mimic_iii": SHARED_DATA / "mimic-iii-clinical-database-demo-1.4",
          "eicu": SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"}

@@ -25,12 +25,12 @@ from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from datapaths import MIMIC_IV_DEMO  # noqa: E402
-from vocabulary_reference import built_one_value_at_a_time  # noqa: E402
+from datapaths import MIMIC_IV_DEMO
+from vocabulary_reference import built_one_value_at_a_time
 
-import ehr_magic  # noqa: E402
-from ehr_magic.linking.lookup import Vocabulary  # noqa: E402
-from ehr_magic.sources import mimic_iv  # noqa: E402
+import ehr_magic
+from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.sources import mimic_iv
 
 
 def first_find(database: Path, query: str) -> tuple[float, list[tuple]]:

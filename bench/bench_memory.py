@@ -73,7 +73,7 @@ def sql_structure(sql: str) -> str:
             tree = sqlglot.parse_one(sql, read="sqlite")
             tree = tree.transform(lambda n: exp.Placeholder() if isinstance(n, exp.Literal) else n)
             _structures[sql] = tree.sql(dialect="sqlite")
-        except Exception:  # unparsable: compare the text with quoted strings and numbers blanked
+        except sqlglot.errors.SqlglotError:  # unparsable: compare the text with quoted strings and numbers blanked
             _structures[sql] = re.sub(r"'[^']*'|\b\d+(?:\.\d+)?\b", "?", sql)
     return _structures[sql]
 
@@ -262,7 +262,7 @@ def pure_python_ms_per_entry(queries: list[str], questions: list[str], sample: i
     chosen = questions[:sample]
     started = time.perf_counter()
     for q in queries[:3]:
-        scores = sorted(((-python_levenshtein(q, x), i) for i, x in enumerate(chosen)), reverse=True)[:K]
+        _ranked = sorted(((-python_levenshtein(q, x), i) for i, x in enumerate(chosen)), reverse=True)[:K]
     return (time.perf_counter() - started) * 1000 / (3 * len(chosen))
 
 

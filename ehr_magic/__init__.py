@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ehr_magic.db import EHR, connect
 from ehr_magic.version import __version__
 
@@ -13,7 +15,7 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
     return [{"src": "labextension", "dest": "@ehr-magic/panel"}]
 
 
-def load_ipython_extension(ip) -> None:  # noqa: ANN001 - IPython's hook signature
+def load_ipython_extension(ip: Any) -> None:  # IPython's hook: ip is the InteractiveShell
     """``%load_ext ehr_magic``: the magic, and the side panel's comm over the same session."""
     from ehr_magic.magic import connect_at_load
     from ehr_magic.magic import load_ipython_extension as load_magic
@@ -24,7 +26,7 @@ def load_ipython_extension(ip) -> None:  # noqa: ANN001 - IPython's hook signatu
     connect_at_load(magics)
 
 
-def unload_ipython_extension(ip) -> None:  # noqa: ANN001
+def unload_ipython_extension(ip: Any) -> None:
     from ehr_magic.magic import unload_ipython_extension as unload_magic
     from ehr_magic.panel import unregister_comm_target
 

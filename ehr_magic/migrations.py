@@ -31,7 +31,7 @@ def version(conn: sqlite3.Connection) -> int:
 
 
 def apply(conn: sqlite3.Connection, steps: Sequence[Step], *, application_id: int | None = None,
-          check: Callable[[], None] | None = None) -> int:
+          check: Callable[[], object] | None = None) -> int:
     """Bring ``conn`` (autocommit mode) to ``len(steps)`` and return its version.
 
     ``application_id`` is written with the first step, marking the file as ours. ``check``

@@ -31,6 +31,7 @@ CHARTEVENTS_RECONSTRUCTED = SHARED_DATA / "mimic-iv-demo-2.2-chartevents-reconst
 EICU_DEMO = SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"
 
 sys.path[:0] = [str(REPO / "tests"), str(HERE / "replies")]
+from datapaths import need_shared  # noqa: E402
 from fake_llm import FakeLLMServer  # noqa: E402
 from scripted import ScriptedModel  # noqa: E402
 
@@ -60,8 +61,7 @@ def build_demo_database(out: Path) -> Path:
     """The MIMIC-IV demo with reconstructed chartevents, as the notebooks expect it."""
     from ehr_magic.sources import mimic_iv
 
-    if not MIMIC_IV_DEMO.is_dir():
-        pytest.skip(f"the MIMIC-IV demo is not at {MIMIC_IV_DEMO}")
+    need_shared(MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED)
     mimic_iv.load([MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED], out, dataset="mimic-iv-demo")
     return out
 
@@ -70,8 +70,7 @@ def build_eicu_database(out: Path) -> Path:
     """The eICU demo (without lab, nurseCharting and vitalPeriodic, as the open snapshot has it)."""
     from ehr_magic.sources import eicu
 
-    if not EICU_DEMO.is_dir():
-        pytest.skip(f"the eICU demo is not at {EICU_DEMO}")
+    need_shared(EICU_DEMO)
     eicu.load([EICU_DEMO], out)
     return out
 

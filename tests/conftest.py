@@ -11,7 +11,14 @@ from llama_server import llama_server, local_llm  # noqa: F401  (a real llama.cp
 from servers import pg_ehrsql, pg_server  # noqa: F401  (real database servers, started once per session)
 from spark_server import spark_ehrsql, spark_server  # noqa: F401  (a real Spark Connect server, once per session)
 
-from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, EICU_DEMO, MIMIC_III_DEMO, MIMIC_IV_DEMO
+from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, EICU_DEMO, MIMIC_III_DEMO, MIMIC_IV_DEMO, need_shared
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.shared_data(path, ...)``: the test needs that shared open data; without
+    it the test is skipped on a developer's machine and fails under ``CI=true``."""
+    for mark in item.iter_markers("shared_data"):
+        need_shared(*mark.args)
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +43,7 @@ def ehrsql_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The EHRSQL-2024 MIMIC-IV demo database, loaded once per test session."""
     from ehr_magic.sources import ehrsql
 
+    need_shared(EHRSQL_SQLITE)
     out = tmp_path_factory.mktemp("ehrsql") / "ehrsql.duckdb"
     ehrsql.load(EHRSQL_SQLITE, out)
     return out
@@ -46,6 +54,7 @@ def mimic_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The MIMIC-IV demo with the reconstructed chartevents, loaded once per test session."""
     from ehr_magic.sources import mimic_iv
 
+    need_shared(MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED)
     out = tmp_path_factory.mktemp("mimic") / "mimic-iv-demo.duckdb"
     mimic_iv.load([MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED], out, dataset="mimic-iv-demo")
     return out
@@ -56,6 +65,7 @@ def mimic_iii_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The MIMIC-III 1.4 demo, loaded once per test session."""
     from ehr_magic.sources import mimic_iii
 
+    need_shared(MIMIC_III_DEMO)
     out = tmp_path_factory.mktemp("mimic3") / "mimic-iii-demo.duckdb"
     mimic_iii.load([MIMIC_III_DEMO], out, dataset="mimic-iii-demo")
     return out
@@ -66,6 +76,7 @@ def eicu_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The eICU demo (without lab, nurseCharting and vitalPeriodic), loaded once per test session."""
     from ehr_magic.sources import eicu
 
+    need_shared(EICU_DEMO)
     out = tmp_path_factory.mktemp("eicu") / "eicu-demo.duckdb"
     eicu.load([EICU_DEMO], out)
     return out

@@ -183,7 +183,8 @@ class FakeLLMServer:
         self._stopping = threading.Event()
         self.responder: Responder | None = None
         self.requests: list[FakeRequest] = []
-        self.context_window: int | None = 32_768  # GET /props reports it as n_ctx, as llama.cpp's server does (None: 404)
+        # GET /props reports it as n_ctx, as llama.cpp's server does (None: 404)
+        self.context_window: int | None = 32_768
         self.unscripted: list[FakeRequest] = []
         """Requests that found no reply (answered 500)."""
         self.responder_errors: list[str] = []
@@ -261,7 +262,7 @@ class FakeLLMServer:
                 return as_reply(responder(request.json or {}))
             except NoMatchingRule:
                 pass
-            except Exception as exc:  # a bug in the test's responder: say so loudly
+            except Exception as exc:  # noqa: BLE001 - boundary: a bug in the test's responder is reported
                 message = f"FakeLLMServer responder raised {type(exc).__name__}: {exc}"
                 with self._lock:
                     self.responder_errors.append(message)
@@ -297,7 +298,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if path == "/props" and server.context_window:  # llama.cpp's server: where the window is read
                 self._json(200, {"default_generation_settings": {"n_ctx": server.context_window}})
             elif path in ("/v1/models", "/models"):
-                self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})
+                self._json(200, {"object": "list",
+                                 "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})
             else:
                 self._error(404, f"FakeLLMServer has no GET route {path}")
 
@@ -401,7 +403,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if reply.empty_choices:
                 yield {**base, "choices": []}
                 return
-            yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+            yield {**base,
+                   "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
             for piece in _stream_pieces(reply.text):
                 yield {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
             if reply.finish_reason is not None:

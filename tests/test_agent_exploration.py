@@ -132,7 +132,8 @@ def test_the_debugger_sees_the_standalone_question_and_the_tables_columns(fake_l
     assert answer.status == "answered" and answer.message == ""
     (debugged,) = debugger_requests(fake_llm)
     body = debugged.json["messages"][-1]["content"]
-    assert body.startswith("Question: How many female patients are there?\n(asked as a follow-up: Only the female ones.)")
+    assert body.startswith("Question: How many female patients are there?\n"
+                           "(asked as a follow-up: Only the female ones.)")
     # the failing code names no table; the conversation's earlier code does
     assert "Columns of the tables:" in body and "\npatients: " in body and "gender" in body
 

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 
 from ehr_magic.llm import AuditLog
@@ -72,7 +71,8 @@ def test_kernel_frame_name_and_columns_reach_the_model_not_its_values(ip, fake_l
     ip.run_cell(f"import polars as pl\ncohort = pl.DataFrame({{'subject_id': [{MARKER_ID}, 10004235], "
                 "'note': ['CANARY-TEXT-1', 'x']})")
     fake_llm.enqueue(reply("admissions = ehr.sql('SELECT subject_id FROM admissions')\n"
-                           "answer = admissions.filter(pl.col('subject_id').is_in(cohort['subject_id'].to_list())).height",
+                           "answer = admissions.filter(pl.col('subject_id')"
+                           ".is_in(cohort['subject_id'].to_list())).height",
                            "How many admissions do the patients in cohort have?"))
     ip.run_cell_magic("ehr", "", "How many admissions do the patients in cohort have?")
     sent = fake_llm.chat_requests()[-1].text

@@ -48,7 +48,8 @@ def history(fake_llm) -> str:
 def test_earlier_answers_show_up_to_20_items_and_each_turns_status(fake_llm, session: Session) -> None:
     ids = session.ehr.sql("SELECT subject_id FROM patients ORDER BY subject_id LIMIT 25")["subject_id"].to_list()
     fake_llm.enqueue(fenced(IDS), "UNANSWERABLE: heights are not recorded here.",
-                     "Standalone question: How many patients are there?\n" + fenced("answer = ehr.sql('SELECT count(*) FROM patients').item()"))
+                     "Standalone question: How many patients are there?\n"
+                     + fenced("answer = ehr.sql('SELECT count(*) FROM patients').item()"))
     assert session.privacy_level() == "full"  # the open EHRSQL demo
     session.ask("Which are the first 25 patients?")
     assert session.ask("How tall are they?").status == "abstained"
@@ -93,7 +94,8 @@ def test_fit_turns_drops_turns_only_after_their_values() -> None:
 def test_templates_promise_no_variables_and_no_turns_that_are_not_there(fake_llm, session: Session) -> None:
     import polars as pl
 
-    fake_llm.enqueue(fenced("answer = cohort.height"), fenced("answer = ehr.sql('SELECT count(*) FROM patients').item()"))
+    fake_llm.enqueue(fenced("answer = cohort.height"),
+                     fenced("answer = ehr.sql('SELECT count(*) FROM patients').item()"))
     session.ask("How many rows has `cohort`?", variables={"cohort": pl.DataFrame({"a": [1, 2]})})
     first = last_user_message(fake_llm)
     assert "The analyst asks this question in a notebook." in first and "continues a conversation" not in first

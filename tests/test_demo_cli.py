@@ -107,7 +107,8 @@ def test_demo_from_a_local_copy_of_the_mimic_iv_demo(tmp_path: Path, capsys) -> 
     captured = capsys.readouterr()
     assert f"Demo database: the MIMIC-IV demo from {MIMIC_IV_DEMO} and {CHARTEVENTS_RECONSTRUCTED}" in captured.out
     assert "31 tables, 1,398,500 rows" in captured.out and "chartevents" in captured.out
-    assert "Not verified, as no checksum is published for them: icu/chartevents.csv.gz" in " ".join(captured.err.split())
+    err = " ".join(captured.err.split())
+    assert "Not verified, as no checksum is published for them: icu/chartevents.csv.gz" in err
     assert "Fetching" not in captured.err  # a local copy needs no network
     assert "jupyter lab quickstart.ipynb" in captured.out and "--no-browser" in captured.out
     # The next demo reuses it.

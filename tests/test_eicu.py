@@ -269,7 +269,8 @@ def test_chronological_orders_a_patients_stays(ehr) -> None:
                        ORDER BY {ehr.chronological('v.observationoffset', latest_first=True)} LIMIT 1""", [pid])
     stays = (ehr.table("patient").filter(pl.col("uniquepid") == pid)
              .sort("hospitaldischargeyear", "patienthealthsystemstayid", "unitvisitnumber").collect())
-    measured = set(ehr.table("vitalaperiodic").filter(pl.col("patientunitstayid").is_in(stays["patientunitstayid"].to_list()))
+    measured = set(ehr.table("vitalaperiodic")
+                   .filter(pl.col("patientunitstayid").is_in(stays["patientunitstayid"].to_list()))
                    .select("patientunitstayid").unique().collect()["patientunitstayid"])
     latest_stay = [s for s in stays["patientunitstayid"] if s in measured][-1]
     assert last["patientunitstayid"].item() == latest_stay

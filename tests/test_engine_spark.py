@@ -24,7 +24,7 @@ from ehr_magic.safety import limits
 from fake_llm import messages_text
 from spark_server import SparkServer, free_port, spark_connect_server
 
-pytestmark = pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason="needs ../shared/data/ehrsql-2024")
+pytestmark = pytest.mark.shared_data(EHRSQL_SQLITE)
 
 # The marked subset of the valid split that runs through Spark: every 3rd answerable question.
 SPARK_ORACLE_STEP = 3
@@ -142,6 +142,18 @@ def test_spark_errors_come_back_in_its_words_with_the_sql(spark) -> None:
         spark.sql("SELECT * FROM no_such_table")
     with pytest.raises(EhrMagicError, match=r"No table 'patient'.*Did you mean 'patients'"):
         spark.table("patient")
+
+
+def test_a_bug_under_the_engine_keeps_its_traceback(spark, monkeypatch) -> None:
+    # only Spark's, gRPC's and Arrow's errors become a one-line QueryError; a TypeError is a bug
+    def bug(*args, **kwargs):
+        raise TypeError("a bug of ours")
+
+    monkeypatch.setattr(spark._engine._spark, "sql", bug)
+    with pytest.raises(TypeError, match="a bug of ours") as caught:
+        spark.sql("SELECT count(*) FROM patients")
+    assert not isinstance(caught.value, EhrMagicError)
+    assert any(entry.name == "bug" for entry in caught.traceback)  # raised where it happened
 
 
 def test_a_query_spark_cannot_express_is_one_sentence() -> None:

@@ -15,7 +15,7 @@ from ehr_magic.eval import ANSWERERS, EvalContext, Outcome, evaluate, load_split
 from ehr_magic.eval.metrics import Prices
 from datapaths import EHRSQL_DIR, EHRSQL_SQLITE
 
-pytestmark = pytest.mark.skipif(not EHRSQL_SQLITE.is_file(), reason="needs ../shared/data/ehrsql-2024")
+pytestmark = pytest.mark.shared_data(EHRSQL_SQLITE)
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,8 @@ def test_checksum_mismatch_is_not_kept(serve, tmp_path: Path) -> None:
     (mirror / "hosp" / "admissions.csv.gz").write_bytes(b"tampered")
     real = fetch.parse_checksums((MIMIC_IV_DEMO / "SHA256SUMS.txt").read_text())
     (mirror / "SHA256SUMS.txt").write_text(
-        f"{real['hosp/patients.csv.gz']} hosp/patients.csv.gz\n{real['hosp/admissions.csv.gz']} hosp/admissions.csv.gz\n"
+        f"{real['hosp/patients.csv.gz']} hosp/patients.csv.gz\n"
+        f"{real['hosp/admissions.csv.gz']} hosp/admissions.csv.gz\n"
     )
     target = tmp_path / "out"
     with pytest.raises(DataSourceError, match="Checksum mismatch for admissions.csv.gz"):

@@ -41,9 +41,9 @@ CORPUS_QUERIES = legit_queries()
 def test_the_corpus_is_large_and_covers_the_syntax() -> None:
     text = "\n".join(q for q, _ in CORPUS_QUERIES).upper()
     assert len(CORPUS_QUERIES) >= 100
-    for syntax in ("::", "?", "$1", "$SID", "[1, 2, 3]", "{'KIND'", "LAMBDA ", "QUALIFY", "PIVOT", "UNPIVOT", "ASOF JOIN",
-                   "SEMI JOIN", "ANTI JOIN", "FILTER (WHERE", "GROUP BY ALL", "COLUMNS(", "EXCLUDE", "REPLACE (",
-                   "WITH RECURSIVE", "WINDOW W AS", "FROM ADMISSIONS SELECT", "LATERAL", "UNION BY NAME"):
+    for syntax in ("::", "?", "$1", "$SID", "[1, 2, 3]", "{'KIND'", "LAMBDA ", "QUALIFY", "PIVOT", "UNPIVOT",
+                   "ASOF JOIN", "SEMI JOIN", "ANTI JOIN", "FILTER (WHERE", "GROUP BY ALL", "COLUMNS(", "EXCLUDE",
+                   "REPLACE (", "WITH RECURSIVE", "WINDOW W AS", "FROM ADMISSIONS SELECT", "LATERAL", "UNION BY NAME"):
         assert syntax in text, syntax
 
 

@@ -9,11 +9,14 @@ before anything runs. Real DuckDB, the real executor, the fake model over real H
 from __future__ import annotations
 
 import hashlib
+import types
 from pathlib import Path
 
+import duckdb
 import pytest
 
 import ehr_magic
+from ehr_magic.engines import duckdb_engine
 from ehr_magic.runtime.executor import Executor
 from ehr_magic.safety import check_code
 from test_guard_snippets import BLOCKED, ENGINE_BLOCKED
@@ -70,15 +73,49 @@ def test_what_the_visible_text_shows_unsafe_is_still_refused_before_running() ->
         assert not report.allowed and report.violations[0].rule == "sql", code
 
 
-@pytest.mark.parametrize("name", [n for n in ENGINE_BLOCKED if n != "hidden_branch"])  # its branch taken reads
-def test_every_sql_route_is_refused_as_it_runs(name: str, copy, tmp_path: Path) -> None:
-    ehr, db = copy
+@pytest.fixture(scope="module")
+def writable(tmp_path_factory: pytest.TempPathFactory, ehrsql_db: Path):
+    """The database on a writable DuckDB connection with file access on: where the read-only
+    engine would refuse a route a second time, here only the check as SQL runs stands in the way."""
+    db = tmp_path_factory.mktemp("writable-db") / "copy.duckdb"
+    db.write_bytes(ehrsql_db.read_bytes())
+    plain = types.ModuleType("duckdb")
+    plain.__dict__.update(duckdb.__dict__)
+    plain.connect = lambda database, read_only=False, config=None: duckdb.connect(database)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(duckdb_engine, "duckdb", plain)
+        ehr = ehr_magic.connect(db)
+    try:
+        ehr.sql("CREATE TABLE written AS SELECT 1 AS a")  # the analyst's own write goes through here
+        ehr.sql("DROP TABLE written")
+        yield ehr
+    finally:
+        ehr.close()
+
+
+def _state(ehr) -> tuple:
+    """What a route could change: tables, views and macros, rows, settings, attached databases."""
+    return (ehr.sql("SELECT database_name, schema_name, table_name, estimated_size FROM duckdb_tables() "
+                    "ORDER BY ALL").rows(),
+            ehr.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY ALL").rows(),
+            ehr.sql("SELECT function_name FROM duckdb_functions() WHERE function_type = 'macro' AND NOT internal "
+                    "ORDER BY ALL").rows(),
+            ehr.sql("SELECT count(*), count(DISTINCT gender), min(gender) FROM patients").rows(),
+            ehr.sql("SELECT current_setting('memory_limit'), current_setting('enable_external_access')").rows(),
+            ehr.sql("SELECT database_name FROM duckdb_databases() ORDER BY ALL").rows())
+
+
+# ehr_con reaches for a raw connection EHR does not have: no SQL route (test_guard covers it);
+# hidden_branch's branch taken only reads.
+@pytest.mark.parametrize("name", [n for n in ENGINE_BLOCKED if n not in ("hidden_branch", "ehr_con")])
+def test_every_sql_route_is_refused_as_it_runs(name: str, writable, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    before = _digest(db)
-    execution = Executor(ehr, timeout=10).run(BLOCKED[name][0].replace("TMP", str(work)))
-    assert not execution.ok, name
-    assert _digest(db) == before and not any(work.iterdir())
+    before = _state(writable)
+    execution = Executor(writable, timeout=10).run(BLOCKED[name][0].replace("TMP", str(work)))
+    assert not execution.ok and execution.error.type == "BlockedSQLError", (name, execution.error)
+    assert execution.error.message.startswith("This query was blocked for safety")
+    assert _state(writable) == before and not any(work.iterdir())
 
 
 def test_the_analysts_own_queries_are_not_checked(copy) -> None:

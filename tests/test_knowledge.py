@@ -12,23 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, EICU_DEMO, MIMIC_III_DEMO, MIMIC_IV_DEMO, need_shared
 from ehr_magic.knowledge import model as knowledge
 from ehr_magic.knowledge.model import Knowledge, TableInfo
 from ehr_magic.errors import EhrMagicError
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-MIMIC_IV_DEMO = SHARED_DATA / "mimic-iv-clinical-database-demo-2.2"
-CHARTEVENTS = SHARED_DATA / "mimic-iv-demo-2.2-chartevents-reconstructed" / "icu" / "chartevents.csv.gz"
-EHRSQL_SQLITE = SHARED_DATA / "ehrsql-2024" / "mimic_iv.sqlite"
-EICU_DEMO = SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"
-MIMIC_III_DEMO = SHARED_DATA / "mimic-iii-clinical-database-demo-1.4"
+CHARTEVENTS = CHARTEVENTS_RECONSTRUCTED / "icu" / "chartevents.csv.gz"
 
 PACKAGED = ["ehrsql_mimic_iv", "eicu", "mimic_iii", "mimic_iv", "omop_cdm"]
 
 
 def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"open demo data not found at {path}")
+    need_shared(path)
     return path
 
 

@@ -20,7 +20,7 @@ MEANING = "One row per visit of a patient to a clinic or hospital."
 JOIN = "patients ON encounters.patient = patients.id"
 
 
-def test_a_redraft_keeps_what_a_person_confirmed(synthea_db: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_redraft_keeps_what_a_person_confirmed(synthea_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
     shutil.copy(synthea_db, db)
     edit = tmp_path / "k.yaml"

@@ -42,7 +42,8 @@ BLOCKING = {
     "sum of a huge range": "n = 10 ** 11\nanswer = sum(range(n))",
     "sorted huge range": "n = 10 ** 9\nanswer = sorted(range(n, 0, -1))[0]",
     "max of a huge range": "n = 10 ** 11\nanswer = max(range(n))",
-    "DuckDB cross join": "answer = ehr.sql('SELECT count(*) FROM range(1000000) a, range(1000000) b WHERE (a.range + b.range) % 7 = 3')",
+    "DuckDB cross join": ("answer = ehr.sql('SELECT count(*) FROM range(1000000) a, range(1000000) b "
+                          "WHERE (a.range + b.range) % 7 = 3')"),
     "Python loop": "while True:\n    pass",
 }
 
@@ -51,7 +52,8 @@ BLOCKING = {
 def test_a_run_never_outlives_its_limit(ehr, name: str) -> None:
     code = BLOCKING[name]
     report = check_code(code)
-    assert report.allowed, f"the guard refuses it before any run, which is fine, but this test wants the run: {report.describe()}"
+    assert report.allowed, ("the guard refuses it before any run, which is fine, but this test wants the run: "
+                            f"{report.describe()}")
     started = time.monotonic()
     result = Executor(ehr, timeout=LIMIT).run(code, base_namespace(ehr))
     elapsed = time.monotonic() - started
@@ -100,7 +102,8 @@ def test_a_backtracking_pattern_that_needs_python_s_engine_is_refused() -> None:
 
 
 def test_small_arithmetic_is_unchanged(ehr) -> None:
-    code = "x = 3\nx **= 2\ny = [1, 2] * 3\nz = 'ab' * x\nanswer = (x, 2 ** x, len(y), z, 1 << x, pow(2, 10, 1000), math.prod([2, 3]))"
+    code = ("x = 3\nx **= 2\ny = [1, 2] * 3\nz = 'ab' * x\n"
+            "answer = (x, 2 ** x, len(y), z, 1 << x, pow(2, 10, 1000), math.prod([2, 3]))")
     result = Executor(ehr, timeout=LIMIT).run(code)
     assert result.ok, result.error.describe()
     assert result.answer == (9, 512, 6, "ab" * 9, 512, 24, 6)

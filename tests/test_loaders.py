@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import ehr_magic
-from datapaths import CHARTEVENTS_RECONSTRUCTED, EHRSQL_SQLITE, MIMIC_IV_DEMO
+from datapaths import EHRSQL_SQLITE, MIMIC_IV_DEMO
 from ehr_magic.sources import ehrsql
 from ehr_magic.sources import mimic_iv
 from ehr_magic.errors import DataSourceError

@@ -83,7 +83,8 @@ def test_running_inserted_cell_accepts_it_and_rerun_needs_no_model(ip, fake_llm,
     cell = inserted(ip)
     assert ip.run_cell(cell).success
     entries = memory(tmp_path).list()
-    assert [(e.question, e.origin, e.code) for e in entries] == [("How many patients are there?", "accepted", CELL_CODE)]
+    assert [(e.question, e.origin, e.code) for e in entries] == [
+        ("How many patients are there?", "accepted", CELL_CODE)]
     ip.user_ns.pop("answer")
     ip.run_cell_magic("ehr", "", "How many patients are there?")
     assert ip.user_ns["answer"] == 94

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 import ehr_magic
-from datapaths import EICU_DEMO, MIMIC_III_DEMO
+from datapaths import EICU_DEMO, MIMIC_III_DEMO, need_shared
 from ehr_magic.knowledge import model as knowledge
 from ehr_magic.sources import sources
 from ehr_magic.sources import mimic_iii
@@ -24,8 +24,7 @@ from ehr_magic.errors import DataSourceError
 
 
 def _demo_files() -> dict[str, Path]:
-    if not MIMIC_III_DEMO.exists():
-        pytest.skip(f"open demo data not found at {MIMIC_III_DEMO}")
+    need_shared(MIMIC_III_DEMO)
     return {path.name.split(".")[0].lower(): path for path in sorted(MIMIC_III_DEMO.glob("*.csv.gz"))}
 
 

@@ -251,7 +251,8 @@ def test_the_eicu_notebook_on_another_database_stops_with_one_sentence(tmp_path:
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
     nb = read(NOTEBOOKS_DIR / "eicu_quickstart.ipynb")
     with pytest.raises(CellExecutionError):
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
     ran = [c for c in nb.cells if c.cell_type == "code" and c.get("execution_count")]
     assert len(ran) == 1  # the first cell, and no other
     shown = "".join(o.get("text", "") for o in ran[0].outputs)  # IPython shows a UsageError as one line, no traceback

@@ -330,7 +330,8 @@ def test_memory_search_get_delete(ip, panel, fake_llm, tmp_path) -> None:
     entry_id = found[0]["id"]
     got = panel.result("memory.get", id=entry_id)
     token, question, code = read_marker(got["code"])
-    assert token == got["token"] and question == "How many patients per gender?" and code.strip() == GENDER_CODE + "\nanswer"
+    assert token == got["token"] and question == "How many patients per gender?"
+    assert code.strip() == GENDER_CODE + "\nanswer"
     assert ip.run_cell(got["code"]).success  # inserting it again keeps one entry
     assert panel.result("pending", token=token)["entry_id"] == entry_id
     assert len(panel.result("memory.search")["entries"]) == 2
@@ -460,18 +461,23 @@ def test_a_closed_comm_does_not_raise(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_token_events_are_batched() -> None:
+    from ehr_magic.panel.handler import TOKEN_FLUSH_SECONDS
+
     sent: list[dict[str, Any]] = []
-    stream = EventStream("r1", sent.append)
+    now = [100.0]  # the stream's clock, moved by hand: no wall-clock time in the test
+    stream = EventStream("r1", sent.append, clock=lambda: now[0])
     ev = types.SimpleNamespace
     stream.on_event(ev(kind="phase", phase="code", detail="step 1/10", step=None, elapsed=0.1))
-    for piece in ["ans", "wer", " = ", "1"]:
+    for piece, later in [("ans", 0.01), ("wer", 0.01), (" = ", TOKEN_FLUSH_SECONDS), ("1", 0.01)]:
+        now[0] += later
         stream.on_event(ev(kind="token", detail=piece, step=None, elapsed=0.2))
     stream.on_event(ev(kind="phase", phase="run", detail="step 1/10", step=None, elapsed=0.3))
     stream.on_event(ev(kind="done", detail="", step=None, elapsed=0.4))
     bodies = [m["event"] for m in sent]
-    tokens = [b["text"] for b in bodies if b["kind"] == "token"]
-    assert "".join(tokens) == "answer = 1" and len(tokens) <= 2
-    assert [b["kind"] for b in bodies][-1] == "phase" and bodies[-1]["phase"] == "run"
+    # tokens wait until a flush interval has passed since the last message, or another event comes
+    assert [b["kind"] for b in bodies] == ["phase", "token", "token", "phase"]
+    assert [b["text"] for b in bodies if b["kind"] == "token"] == ["answer = ", "1"]
+    assert bodies[-1]["phase"] == "run"
 
 
 def test_answer_preview_tables_are_capped() -> None:

@@ -20,7 +20,7 @@ MEANING = "One row per visit of a patient to a clinic or hospital."
 
 
 @pytest.fixture()
-def ip(synthea_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: F811
+def ip(synthea_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     db = tmp_path / "synthea.duckdb"
     shutil.copy(synthea_db, db)
     folder = tmp_path / "notebooks"
@@ -46,7 +46,8 @@ def test_the_view_is_the_sessions_view(ip, panel) -> None:
     assert encounters["joins"][0]["arrow"] == "encounters.patient -> patients.id"
     assert "encounterclass" in encounters["lookup"]
     assert {"name": "encounterclass", "dtype": "VARCHAR", "lookup": True, "key": False,
-            "mark": "drafted"}.items() <= next(c for c in encounters["columns"] if c["name"] == "encounterclass").items()
+            "mark": "drafted"}.items() <= next(
+        c for c in encounters["columns"] if c["name"] == "encounterclass").items()
 
 
 def test_edit_then_a_bad_import_shows_problems_and_stores_nothing(ip, panel) -> None:
@@ -61,7 +62,8 @@ def test_edit_then_a_bad_import_shows_problems_and_stores_nothing(ip, panel) -> 
     stored = ip.user_ns["ehr"].stored_knowledge
     result = panel.result("knowledge.import", path=edited["name"])
     assert result["imported"] is False and len(result["problems"]) == 2
-    assert "column encounters.patinet, which encounters does not have (did you mean 'patient'?)" in result["problems"][0]
+    assert ("column encounters.patinet, which encounters does not have (did you mean 'patient'?)"
+            in result["problems"][0])
     assert "compares encounters.code (BIGINT) with patients.id (VARCHAR)" in result["problems"][1]
     assert ip.user_ns["ehr"].stored_knowledge == stored
     assert panel.error("knowledge.import", path=["x"])["code"] == "bad_params"

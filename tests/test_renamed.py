@@ -72,7 +72,7 @@ def test_no_mimic_name_survives_and_every_table_has_a_dense_row_number(copy) -> 
     old_tables = set(names.tables)
     assert not old_tables & set(names.loaded.values())
     con = sqlite3.connect(path)
-    for old, table in names.loaded.items():
+    for table in names.loaded.values():
         columns = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
         assert columns[0] == names.row_number and not {"row_id", "subject_id", "hadm_id", "itemid"} & set(columns)
         count, low, high, distinct = con.execute(

@@ -142,3 +142,53 @@ def test_values_missing_a_rendering_are_refused(index) -> None:
     template = index.add(1, "What was the last RDW of patient 10004235?", LAST_LAB)
     with pytest.raises(AdaptationError):
         adapt(template, template.slots[:1] and [template.slots[0].value])  # one value for two slots
+
+
+# -- a check that cannot run ---------------------------------------------------------------------
+
+FREE_WATER = sql_cell("SELECT COUNT(*) > 0 FROM inputevents WHERE inputevents.itemid IN (SELECT d_items.itemid "
+                      "FROM d_items WHERE d_items.label = 'free water' AND d_items.linksto = 'inputevents')")
+
+
+def break_context_check(monkeypatch: pytest.MonkeyPatch, ehr, error: Exception) -> list[str]:
+    """Make the query of ``check_context`` (``SELECT 1 FROM d_items WHERE ... linksto ...``) raise
+    ``error``; every other query runs. Returns the check queries that were tried."""
+    tried: list[str] = []
+    sql = ehr.sql
+
+    def failing(query: str, params=None):
+        if query.startswith("SELECT 1 FROM d_items") and "linksto" in query:
+            tried.append(query)
+            raise error
+        return sql(query, params)
+
+    monkeypatch.setattr(ehr, "sql", failing)
+    return tried
+
+
+def test_a_context_check_that_cannot_run_declines_the_reuse_with_the_reason(ehr, monkeypatch) -> None:
+    from ehr_magic.engines import QueryError
+    from ehr_magic.reuse import Reuser
+
+    reuser = Reuser(ehr)
+    reuser.add(1, "Did anyone get an input of free water?", FREE_WATER)
+    question = "Did anyone get an input of propofol?"
+    assert reuser.answer(question).answered  # the check runs and finds propofol among the inputs
+    tried = break_context_check(monkeypatch, ehr, QueryError("DuckDB", "the server went away mid-check", "SELECT 1"))
+    result = reuser.answer(question)
+    assert tried and "d_items.label = 'propofol'" in tried[0]
+    assert not result.answered and result.answer is None
+    assert result.reason.startswith("cannot adapt cell #1: the check that d_items.label = 'propofol' and "
+                                    "d_items.linksto = 'inputevents' finds a row cannot run")
+    assert "the server went away mid-check" in result.reason
+
+
+def test_a_bug_in_a_context_check_is_not_read_as_a_failed_check(ehr, monkeypatch) -> None:
+    from ehr_magic.reuse import Reuser
+
+    reuser = Reuser(ehr)
+    reuser.add(1, "Did anyone get an input of free water?", FREE_WATER)
+    tried = break_context_check(monkeypatch, ehr, TypeError("a bug of ours"))
+    with pytest.raises(TypeError, match="a bug of ours"):
+        reuser.answer("Did anyone get an input of propofol?")
+    assert tried

@@ -11,6 +11,16 @@ from ehr_magic.reuse import Reuser
 from ehr_magic.reuse.lexicon import contradicts, count_target, operator_role_moved
 
 
+NO_FIT = "no remembered cell fits this question's values and words"
+
+
+def refusals(memory: Reuser, question: str) -> dict[int, str]:
+    """Remembered cell -> why it was refused, for each cell the question's values fit."""
+    trace: list = []
+    memory.index.candidates(question, trace)
+    return {entry: why for entry, _, why in trace}
+
+
 def cell(sql: str) -> str:
     return f'answer = ehr.sql("""{sql}""")'
 
@@ -45,21 +55,27 @@ def test_the_same_count_is_reused(reuser, ehr) -> None:
 
 def test_a_count_of_something_else_is_not_reused(reuser) -> None:
     # the cell counts patients; the question counts prescriptions
-    result = reuser.answer("How many aspirin prescriptions were there in 2100?")
-    assert not result.answered
+    question = "How many aspirin prescriptions were there in 2100?"
+    result = reuser.answer(question)
+    assert not result.answered and result.reason == NO_FIT
+    assert refusals(reuser, question)[1] == "contrasting words (how much / how many)"
 
 
 def test_an_attribute_no_table_holds_is_not_answered(reuser, ehr) -> None:
     gender = reuser.answer("What is the gender of patient 10005348?")
     assert gender.answered and gender.substitutions == [("10005348", "10004235")]
     assert gender.answer.item() == ehr.sql("SELECT gender FROM patients WHERE subject_id = 10005348").item()
-    assert not reuser.answer("What is the blood type of patient 10005348?").answered
-    assert not reuser.answer("What is the gender horoscope of patient 10005348?").answered
+    blood_type = reuser.answer("What is the blood type of patient 10005348?")
+    assert not blood_type.answered and blood_type.reason == NO_FIT
+    assert refusals(reuser, "What is the blood type of patient 10005348?")[2] == (
+        "the question also names 'blood type', which the cell does not use")
+    horoscope = reuser.answer("What is the gender horoscope of patient 10005348?")
+    assert not horoscope.answered and "asks about 'horoscope'" in horoscope.reason
 
 
 def test_admitted_is_not_discharged(reuser) -> None:
     result = reuser.answer("When was patient 10005348 discharged from the hospital for the first time?")
-    assert not result.answered
+    assert not result.answered and "asks about 'discharged'" in result.reason  # no remembered question says it
 
 
 def test_count_targets() -> None:

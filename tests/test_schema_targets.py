@@ -16,8 +16,7 @@ from datapaths import EICU_DEMO, MIMIC_III_DEMO
 from servers import PostgresServer
 from spark_server import SparkServer
 
-pytestmark = pytest.mark.skipif(not (EICU_DEMO.is_dir() and MIMIC_III_DEMO.is_dir()),
-                                reason="needs ../shared/data (eICU and MIMIC-III demos)")
+pytestmark = pytest.mark.shared_data(EICU_DEMO, MIMIC_III_DEMO)
 
 
 def load(source: str, folder: Path, url: str, capsys) -> dict:

@@ -140,7 +140,6 @@ def test_seed_runs_and_answers(seed_ehrs, schema: str, number: int, seed: dict[s
     assert is_empty_answer(result.answer) is None, is_empty_answer(result.answer)
     assert isinstance(result.answer, (int, float, str, bool, list, dt.datetime, dt.date, pl.DataFrame)), \
         type(result.answer)
-    assert result.seconds < 10
 
 
 # -- a few answers against independent computations ------------------------------------------
@@ -242,7 +241,8 @@ def _age_over_89(ehr, answer) -> None:
 
 def _acute_kidney_failure(ehr, answer) -> None:
     coded = ehr.table("diagnoses_icd").filter(pl.col("icd9_code").str.starts_with("584")).collect()
-    titles = ehr.table("d_icd_diagnoses").filter(pl.col("long_title").str.contains("(?i)acute kidney failure")).collect()
+    titles = (ehr.table("d_icd_diagnoses").filter(pl.col("long_title").str.contains("(?i)acute kidney failure"))
+              .collect())
     assert set(titles["icd9_code"]) >= set(coded["icd9_code"])
     assert answer == coded["subject_id"].n_unique() > 0
 

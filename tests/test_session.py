@@ -149,7 +149,8 @@ def test_follow_up_examples_are_retrieved_with_the_earlier_question(fake_llm, eh
             memory.add(question, code, origin="accepted", schema=ehr.schema, dataset=ehr.dataset)
         session = Session(ehr, memory=memory, mode="agent", settings=AgentSettings(shots=1))
         fake_llm.enqueue("```python\nanswer = ehr.sql('SELECT 2').item()\n```",
-                         "Standalone question: How many emergency admissions were there?\n```python\nanswer = ehr.sql('SELECT 3').item()\n```",
+                         "Standalone question: How many emergency admissions were there?\n"
+                         "```python\nanswer = ehr.sql('SELECT 3').item()\n```",
                          "```python\nanswer = ehr.sql('SELECT 4').item()\n```")
         session.ask("How many admissions were there?")
         answer = session.ask("now only the emergency ones")

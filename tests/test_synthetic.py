@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO
+from datapaths import CHARTEVENTS_RECONSTRUCTED, MIMIC_IV_DEMO, need_shared
 
 from ehr_magic.sources import synthetic
 from ehr_magic.errors import DataSourceError
@@ -170,12 +170,13 @@ def test_result_reports_row_counts(tmp_path: Path) -> None:
 
 
 def _demo_header(table: str) -> list[str]:
+    need_shared(MIMIC_IV_DEMO, CHARTEVENTS_RECONSTRUCTED)
     for path in (MIMIC_IV_DEMO / "hosp" / f"{table}.csv.gz", MIMIC_IV_DEMO / "icu" / f"{table}.csv.gz",
                  CHARTEVENTS_RECONSTRUCTED / "icu" / f"{table}.csv.gz"):
         if path.exists():
             with gzip.open(path, "rt") as f:  # procedureevents spells two columns in capitals
                 return f.readline().strip().lower().split(",")
-    pytest.skip(f"no MIMIC-IV demo header for {table} in ../shared/data")
+    pytest.fail(f"the MIMIC-IV demo in ../shared/data has no table {table}")
 
 
 @pytest.mark.parametrize("table", list(OFFICIAL))

@@ -10,7 +10,8 @@ import pytest
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.linking.warehouse_vocabulary import parse, warehouse_abbreviations
 
-VOCABULARY = Path(__file__).resolve().parents[1] / "ehr_magic" / "linking" / "vocabulary" / "warehouse_abbreviations.tsv"
+VOCABULARY = (Path(__file__).resolve().parents[1] / "ehr_magic" / "linking" / "vocabulary"
+              / "warehouse_abbreviations.tsv")
 KINDS = {"table-word", "column-word", "suffix"}
 
 

@@ -32,7 +32,8 @@ class TurnSummary:
     def text(self, number: int, *, with_code: bool = True, with_values: bool = True) -> str:
         """The turn; without its code, then with only its status and result shape, as room shrinks."""
         if not with_values:
-            return f"Turn {number}: {self.question}\nIts outcome: {self.status}" + (f", {self.shape}" if self.shape else "")
+            shape = f", {self.shape}" if self.shape else ""
+            return f"Turn {number}: {self.question}\nIts outcome: {self.status}{shape}"
         lines = [f"Turn {number}: {self.question}"]
         if with_code and self.code:
             lines.append(f"```python\n{self.code.strip()}\n```")

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "add a second folder for files it lacks, e.g. chartevents)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the database even if cached")
     parser.add_argument("--url", help="where to fetch the MIMIC-IV demo from")
-    parser.add_argument("--dir", type=Path, help="folder for your copy of the notebooks (default: ~/ehr-magic-notebooks)")
+    parser.add_argument("--dir", type=Path,
+                        help="folder for your copy of the notebooks (default: ~/ehr-magic-notebooks)")
     parser.add_argument("--no-browser", action="store_true", help="start JupyterLab without opening a browser "
                         "(headless use: open the URL it prints)")
     parser.add_argument("--port", type=int, help="port for JupyterLab (default: 8888 or the next free one)")

@@ -12,8 +12,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Literal
 
-from ehr_magic.text import parse_time
-
 Unit = Literal["year", "month", "week", "day", "hour"]
 _UNITS = ("year", "month", "week", "day", "hour")
 

@@ -14,7 +14,7 @@ import datetime as dt
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -31,6 +31,10 @@ from ehr_magic.errors import EhrMagicError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.safety import limits, privacy
 from ehr_magic.safety import sql as sqlcheck
+
+if TYPE_CHECKING:
+    from ehr_magic.knowledge.handle import Database
+    from ehr_magic.knowledge.model import Knowledge
 
 
 def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None, **options: Any) -> EHR:
@@ -262,7 +266,7 @@ class EHR:
     # -- knowledge -------------------------------------------------------------------------
 
     @cached_property
-    def knowledge(self):  # -> Knowledge | None
+    def knowledge(self) -> Knowledge | None:
         """Human descriptions of this schema's tables and columns (None if none ship),
         restricted to the tables this database has (the others are listed as ``absent``).
 
@@ -369,3 +373,8 @@ class EHR:
                           f"WHERE {quote(column)} IS NOT NULL")
         # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
         return sorted(frame.to_series().to_list())
+
+
+if TYPE_CHECKING:
+    def _has_the_face_of_a_database(ehr: EHR) -> Database:  # mypy keeps the protocol and the class together
+        return ehr

@@ -119,11 +119,13 @@ def _positive(**amount: float) -> int:
 def _column(column: str) -> str:
     text = str(column).strip()
     if not _NAME.match(text):
-        raise EhrMagicError(f"{column!r} is not a column name; pass one like 'observationoffset' or 'v.observationoffset'.")
+        raise EhrMagicError(f"{column!r} is not a column name; pass one like 'observationoffset' or "
+                            "'v.observationoffset'.")
     return text
 
 
 def _alias(alias: str) -> str:
     if not _ALIAS.match(str(alias)):
-        raise EhrMagicError(f"{alias!r} is not a table alias; pass the alias the stay table has in your query, e.g. 'p'.")
+        raise EhrMagicError(f"{alias!r} is not a table alias; pass the alias the stay table has in your query, "
+                            "e.g. 'p'.")
     return str(alias)

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -91,6 +92,15 @@ class QueryError(DatabaseError):
         super().__init__(f"{engine} error: {message}\nThe query ran as ({shown}):\n{sql}")
 
 
+# What a query can raise about itself, on any engine: our errors (``QueryError`` from a
+# server engine, an unknown table or column, a refused statement) and DuckDB's own, which
+# the DuckDB engine passes on as they are (``DataError``: a value that cannot be cast;
+# ``ProgrammingError``: an unknown name, a parse or binder error). Not among them: a closed
+# connection or an interrupt (DuckDB's ``OperationalError``, ``InterruptException``) and our
+# own bugs (``TypeError``...). Catch these where a query that fails means "not found".
+QUERY_FAILURES: tuple[type[Exception], ...] = (EhrMagicError, duckdb.DataError, duckdb.ProgrammingError)
+
+
 class Engine:
     """One connected database engine, read-only. See the module docstring for the contract."""
 
@@ -110,8 +120,12 @@ class Engine:
     def query_arrow(self, sql: str, params: list[Any] | None = None, max_rows: int | None = None) -> pa.Table:
         raise NotImplementedError
 
-    def query(self, sql: str, params: list[Any] | None = None, *, what: str = "the query") -> pl.DataFrame:
-        """``query_arrow`` under the thread's row cap, as a polars DataFrame."""
+    def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None, *,
+              what: str = "the query") -> pl.DataFrame:
+        """``query_arrow`` under the thread's row cap, as a polars DataFrame. Parameters by name
+        (a dict) reach only DuckDB, which binds them itself; ``EHR`` numbers them for the others."""
+        if isinstance(params, dict):
+            raise TypeError(f"{self.name} binds parameters by position, not by name")
         cap = limits.current_row_cap()
         table = self.query_arrow(sql, params, None if cap is None else cap + 1)
         if cap is not None and table.num_rows > cap:
@@ -174,7 +188,7 @@ def register_engine(scheme: str, spec: str) -> None:
 
 def open_engine(target: str | os.PathLike[str], **options: Any) -> Engine:
     """Connect to ``target`` (file path or URL) for analysis."""
-    return engine_class(target).open(str(target) if is_url(target) else target, **options)
+    return engine_class(target).open(str(target), **options)
 
 
 def publish(duckdb_file: str | os.PathLike[str], target: str, progress: Progress | None = None) -> None:

@@ -122,7 +122,7 @@ class DuckDBEngine(Engine):
             self._local.cursor = cursor
             with self._cursor_lock:
                 # Threads come and go (the executor runs each piece of code in a new one).
-                for thread, old in [pair for pair in self._cursors if not pair[0].is_alive()]:
+                for _, old in [pair for pair in self._cursors if not pair[0].is_alive()]:
                     old.close()
                 self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
                 self._cursors.append((threading.current_thread(), cursor))

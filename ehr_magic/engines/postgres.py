@@ -285,7 +285,8 @@ class PostgresEngine(Engine):
         if missing:
             raise DatabaseError(
                 f"There is no schema {', '.join(missing)} in PostgreSQL database {self.target.database} at "
-                f"{self.target.where()}; its schemas are: {', '.join(existing) or 'none'}. Fix search_path= in the URL.")
+                f"{self.target.where()}; its schemas are: {', '.join(existing) or 'none'}. "
+                "Fix search_path= in the URL.")
 
     def _query_error(self, exc: Exception, sql: str) -> DatabaseError:
         message = _server_message(exc)

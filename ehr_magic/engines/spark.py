@@ -28,13 +28,14 @@ import warnings
 import weakref
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
+from ehr_magic.engines.base import Engine, Progress, QueryError, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 
 DEFAULT_PORT = 15002
@@ -69,6 +70,18 @@ def _pyspark() -> Any:
     except ImportError:
         raise missing_extra("pyspark (with its Spark Connect client)", "spark") from None
     return SparkSession
+
+
+def spark_errors() -> tuple[type[BaseException], ...]:
+    """What a query or the server can raise through pyspark: its own errors (analysis, parse,
+    execution, a lost session), gRPC's (a retried call that gave up raises the last one as it
+    is, or pyspark's retry marker) and Arrow's (a result that cannot be converted). Only these
+    become one of our errors; anything else is a bug and keeps its traceback."""
+    import grpc
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.client.retries import RetryException
+
+    return (PySparkException, grpc.RpcError, RetryException, pa.ArrowException)
 
 
 def _quiet_pyspark() -> None:
@@ -124,7 +137,7 @@ class SparkEngine(Engine):
         self.database = target.database
         try:
             databases = self._spark.sql("SHOW DATABASES").toArrow().column(0).to_pylist()
-        except Exception as exc:  # noqa: BLE001 - every failure here is one sentence for the user
+        except spark_errors() as exc:  # the server's failure is one sentence for the user
             self._stop()
             raise self._error(exc, "SHOW DATABASES") from None
         if self.database not in databases:
@@ -149,7 +162,7 @@ class SparkEngine(Engine):
             if max_rows is not None:
                 frame = frame.limit(int(max_rows))
             return frame.toArrow()
-        except Exception as exc:  # noqa: BLE001 - pyspark raises many kinds; each becomes one of ours
+        except spark_errors() as exc:  # pyspark raises many kinds; each becomes one of ours
             raise self._error(exc, sql) from None
 
     def table_columns(self) -> dict[str, dict[str, str]]:
@@ -159,7 +172,7 @@ class SparkEngine(Engine):
                 continue
             try:
                 schema = self._spark.table(f"`{self.database}`.`{name}`").schema
-            except Exception as exc:  # noqa: BLE001
+            except spark_errors() as exc:
                 raise self._error(exc, f"DESCRIBE {name}") from None
             tables[name] = {field.name: duckdb_type(field.dataType.simpleString()) for field in schema.fields}
         return dict(sorted(tables.items()))
@@ -199,11 +212,12 @@ class SparkEngine(Engine):
 
         parsed = Target(target)
         spark = _session(parsed)
+        failures: tuple[type[BaseException], ...] = (*spark_errors(), duckdb.Error, OSError)  # server, file, disk
         try:
             publish_tables(spark, duckdb_file, parsed.database, progress=progress)
         except DatabaseError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except failures as exc:
             raise DatabaseError(f"Writing to Spark at {parsed.location} failed, nothing was changed: "
                                 f"{_describe(exc, parsed)}") from None
         finally:
@@ -215,7 +229,7 @@ class SparkEngine(Engine):
     def _table_names(self) -> list[str]:
         try:
             table = self._spark.sql(f"SHOW TABLES IN `{self.database}`").toArrow()
-        except Exception as exc:  # noqa: BLE001
+        except spark_errors() as exc:
             raise self._error(exc, f"SHOW TABLES IN {self.database}") from None
         temporary = table.column("isTemporary").to_pylist()
         return [name for name, temp in zip(table.column("tableName").to_pylist(), temporary) if not temp]
@@ -296,7 +310,7 @@ def _session(target: Target) -> Any:
     try:
         for key, value in _SESSION_CONF.items():
             spark.conf.set(key, value)
-    except Exception as exc:  # noqa: BLE001
+    except spark_errors() as exc:
         with contextlib.suppress(Exception):
             spark.stop()
         raise DatabaseError(_describe(exc, target)) from None

@@ -86,7 +86,7 @@ def _number(node: exp.Expression) -> str | None:
 REWRITES: list[Callable[[exp.Expression, Any], exp.Expression]] = [interval_amounts, unordered_aggregates, hugeint]
 
 # DuckDB constructs sqlglot would pass through unchanged but Spark cannot run.
-DUCKDB_ONLY: list[tuple[Callable[[exp.Expression], bool], str]] = [
+DUCKDB_ONLY: list[tuple[Callable[[exp.Expr], bool], str]] = [
     (lambda n: isinstance(n, exp.Join) and str(n.args.get("method") or "").upper() == "ASOF", "ASOF joins"),
     (lambda n: isinstance(n, exp.Columns), "COLUMNS(...) expressions"),
     (lambda n: isinstance(n, exp.Pivot) and n.parent is None, "PIVOT statements"),

@@ -82,7 +82,7 @@ def to_dialect(sql: str, dialect: str, params: list[Any] | dict[str, Any] | None
     return text, positional
 
 
-def _number_placeholders(tree: exp.Expression, params: list[Any] | dict[str, Any] | None,
+def _number_placeholders(tree: exp.Expr, params: list[Any] | dict[str, Any] | None,
                          dialect: str) -> list[Any] | None:
     """Rewrite ``?``, ``$1`` and ``$name`` to the target's positional style; params as a list."""
     style = PLACEHOLDERS.get(dialect)
@@ -173,7 +173,7 @@ _DUCKDB_ONLY = [
     (lambda n: isinstance(n, exp.Ordered) and isinstance(n.this, exp.Var) and n.this.name.upper() == "ALL",
      "ORDER BY ALL"),
 ]
-DUCKDB_ONLY: dict[str, list[tuple[Callable[[exp.Expression], bool], str]]] = {
+DUCKDB_ONLY: dict[str, list[tuple[Callable[[exp.Expr], bool], str]]] = {
     "postgres": _DUCKDB_ONLY,
     "spark": spark_sql.DUCKDB_ONLY,
 }

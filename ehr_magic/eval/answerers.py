@@ -33,6 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.errors import EhrMagicError, sentences
 from ehr_magic.eval.datasets import Item, Split
 from ehr_magic.eval.sqlite_dialect import SQLiteTranslator, translator_for
@@ -165,7 +166,7 @@ class OracleAnswerer:
         code = Example(qid, question, sql, []).code
         try:
             frame = self.ehr.sql(sql)
-        except Exception as exc:  # noqa: BLE001 - a failing gold query is a result to report
+        except QUERY_FAILURES as exc:  # a failing gold query is a result to report
             return Outcome("failed", code=code, error=f"{type(exc).__name__}: {_first_line(exc)}",
                            seconds=time.perf_counter() - started)
         return Outcome("answered", answer=frame, code=code, seconds=time.perf_counter() - started)

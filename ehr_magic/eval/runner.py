@@ -3,9 +3,9 @@
 ``evaluate(...)`` is the library entry point behind ``ehr-magic eval`` (``Evaluation``
 is the same in two steps: prepare, then run): it loads the split, opens the database,
 builds the mode's answerer, asks every question (in a thread pool with ``workers`` >
-1), scores each outcome against the gold and computes the metrics. With ``out`` it appends each finished question to ``results.jsonl`` at
-once, so an interrupted run resumes where it stopped, and writes ``metrics.json`` and
-``metrics.md`` at the end.
+1), scores each outcome against the gold and computes the metrics. With ``out`` it
+appends each finished question to ``results.jsonl`` at once, so an interrupted run
+resumes where it stopped, and writes ``metrics.json`` and ``metrics.md`` at the end.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ehr_magic.eval.metrics import Prices, compute_metrics
 from ehr_magic.eval.scoring import Rows, judge, normalize_answer
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total), as the CLI's progress bar takes
+NO_PRICES = Prices()  # no prices given: a run costs 0
 
 
 @dataclass
@@ -119,7 +120,7 @@ def ask(answerer: Answerer, item: Item) -> tuple[Outcome, float]:
         outcome = answerer.answer(item.question, item.id)
     except _abort_errors():
         raise
-    except Exception as exc:  # noqa: BLE001 - one question's crash must not end a long run
+    except Exception as exc:  # noqa: BLE001 - boundary: one question's crash (traceback kept) must not end a run
         lines = traceback.format_exception(exc)
         outcome = Outcome("failed", error=f"{type(exc).__name__}: {_first_line(exc)}", note="".join(lines[-6:]))
     if not isinstance(outcome, Outcome):
@@ -185,7 +186,7 @@ class Evaluation:
         workers: int = 1,
         out: str | os.PathLike[str] | None = None,
         grow_memory: bool = False,
-        prices: Prices = Prices(),
+        prices: Prices = NO_PRICES,
         answerer: Answerer | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:

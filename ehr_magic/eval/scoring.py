@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ehr_magic.runtime.answers import (  # noqa: F401  (the normal form answers are compared in)
     ROUND_DIGITS,

@@ -98,7 +98,8 @@ class SQLiteTranslator:
     def __init__(self, *, now: dt.datetime | None, schema: Schema | None = None) -> None:
         # None: a database without dates (offset time), where SQL asking for "now" cannot be translated.
         self._now = now.replace(microsecond=0, tzinfo=None) if now is not None else None
-        self.schema = {t.lower(): {c.lower(): ty.upper() for c, ty in cols.items()} for t, cols in (schema or {}).items()}
+        self.schema = {t.lower(): {c.lower(): ty.upper() for c, ty in cols.items()}
+                       for t, cols in (schema or {}).items()}
 
     @property
     def now(self) -> dt.datetime:
@@ -419,7 +420,8 @@ def _bind_bare_columns(select: exp.Select) -> None:
     bare: list[exp.Column] = []
     for part in parts:
         for column in _local_nodes(part, exp.Column):
-            if _inside(column, (exp.AggFunc, exp.Window), select) or _in_grouped_expression(column, grouped_sql, select):
+            if (_inside(column, (exp.AggFunc, exp.Window), select)
+                    or _in_grouped_expression(column, grouped_sql, select)):
                 continue
             table, name = _column_key(column)
             if not table and name in aliases:

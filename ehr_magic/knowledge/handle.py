@@ -1,7 +1,8 @@
-"""What the knowledge layer needs of an open database: the handle's face, not its class.
+"""An open database as the layers above the handle see it: the handle's face, not its class.
 
 Knowledge sits below the database handle (``ehr_magic.db``), which reads its files; checking,
-storing and viewing knowledge need only this much of a handle, so they never import it.
+storing and viewing knowledge need only this much of a handle, so they never import it. The
+executor and reuse, which are passed a handle and hand it on, name it by this protocol too.
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ import datetime as dt
 from pathlib import Path
 from typing import Any, Protocol
 
-import polars as pl
-
 from ehr_magic.knowledge.model import Knowledge
+from ehr_magic.safety.tables import Tables
 
 
-class Database(Protocol):
-    """An open database as knowledge sees it (``ehr_magic.db.EHR`` is one)."""
+class Database(Tables, Protocol):
+    """An open database (``ehr_magic.db.EHR`` is one)."""
 
     schema: str
     dataset: str
@@ -35,8 +35,8 @@ class Database(Protocol):
     @property
     def now(self) -> dt.datetime: ...
 
-    def tables(self) -> list[str]: ...
+    def count(self, table: str) -> int: ...
 
-    def columns(self, table: str) -> dict[str, str]: ...
+    def lookup(self, table: str, column: str, text: str, k: int = 5, *, scores: bool = False) -> list[Any]: ...
 
-    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame: ...
+    def interrupt(self) -> None: ...

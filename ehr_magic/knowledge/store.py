@@ -231,7 +231,8 @@ def join_pairs(join: str, table: str) -> list[tuple[tuple[str, str], ...]]:
         tree = sqlglot.parse_one(f"SELECT 1 FROM {table} JOIN {target} ON {parts[2]}", read="duckdb")
     except sqlglot.errors.SqlglotError:
         raise ValueError(join) from None
-    condition = tree.find(exp.Join).args.get("on")
+    joined = tree.find(exp.Join)
+    condition = joined.args.get("on") if joined is not None else None
     if isinstance(condition, exp.Column):
         return [((table, condition.name.lower()), (target, condition.name.lower()))]
     pairs: list[tuple[tuple[str, str], ...]] = []
@@ -241,7 +242,8 @@ def join_pairs(join: str, table: str) -> list[tuple[tuple[str, str], ...]]:
         pairs.append(((node.table.lower() or table, node.name.lower()),))
     for eq in tree.find_all(exp.EQ):
         sides = [eq.left, eq.right]
-        named = tuple((side.table.lower() or table, side.name.lower()) for side in sides if isinstance(side, exp.Column))
+        named = tuple((side.table.lower() or table, side.name.lower())
+                      for side in sides if isinstance(side, exp.Column))
         if named:
             pairs.append(named)
     return pairs

@@ -137,7 +137,7 @@ def _clock(ehr: Database, knowledge: Knowledge | None) -> ClockView:
 def _table(ehr: Database, name: str, knowledge: Knowledge | None) -> TableView:
     types = ehr.columns(name) if name in ehr.tables() else {}
     info = knowledge.tables.get(name) if knowledge is not None else None
-    if info is None:
+    if knowledge is None or info is None:
         columns = tuple(ColumnView(c, t, "", NOT_DESCRIBED, False, False) for c, t in types.items())
         return TableView(name, "", NOT_DESCRIBED, None, NOT_DESCRIBED, (), NOT_DESCRIBED, (), NOT_DESCRIBED, columns)
 

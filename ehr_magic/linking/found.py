@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
-_SHOWN = {"fmt_str_lengths": 120, "tbl_rows": 50, "tbl_hide_column_data_types": True,
+_SHOWN: dict[str, Any] = {"fmt_str_lengths": 120, "tbl_rows": 50, "tbl_hide_column_data_types": True,
           "tbl_hide_dataframe_shape": True}
 
 
@@ -40,7 +42,7 @@ class Found(pl.DataFrame):
     def __repr__(self) -> str:  # polars' own __repr__ calls __str__
         return self.__str__()
 
-    def _repr_html_(self, **kwargs: object) -> str:
+    def _repr_html_(self, **kwargs: Any) -> str:
         if self.is_empty() and getattr(self, "_query", None) is not None:
             return f"<p>{self._title()}</p>"
         with pl.Config(**_SHOWN):

@@ -265,7 +265,7 @@ class AuditLog:
     def entries(self, since: datetime | None = None, limit: int | None = None) -> list[AuditEntry]:
         """Calls oldest first; ``since`` keeps calls started at or after it (naive = local
         time); ``limit`` keeps the most recent ``limit`` of those."""
-        where, params = "", ()
+        where, params = "", tuple[Any, ...]()
         if since is not None:
             where, params = "WHERE started_at >= ?", (_utc_iso(since),)
         sql = f"SELECT {self._COLUMNS} FROM calls {where} ORDER BY id DESC"

@@ -217,8 +217,11 @@ class LLMClient:
     @staticmethod
     def _make_sdk(settings: LLMSettings) -> openai.OpenAI:
         common: dict[str, Any] = {"api_key": settings.api_key, "timeout": settings.timeout, "max_retries": 0}
+        if settings.provider == "azure" and not settings.azure_endpoint:
+            raise ConfigError("No Azure endpoint configured: set AZURE_OPENAI_ENDPOINT, or add "
+                              f'azure_endpoint = "https://<resource>.openai.azure.com" under [llm] in {config_path()}.')
         try:
-            if settings.provider == "azure":
+            if settings.provider == "azure" and settings.azure_endpoint:
                 return openai.AzureOpenAI(
                     azure_endpoint=settings.azure_endpoint,
                     azure_deployment=settings.deployment or settings.model,
@@ -245,7 +248,8 @@ class LLMClient:
         self.close()
 
     def __repr__(self) -> str:
-        return f"LLMClient(provider={self.settings.provider!r}, model={self.settings.model!r}, endpoint={self.endpoint!r})"
+        return (f"LLMClient(provider={self.settings.provider!r}, model={self.settings.model!r}, "
+                f"endpoint={self.endpoint!r})")
 
     # ------------------------------------------------------------------ the call
 
@@ -277,7 +281,7 @@ class LLMClient:
         except LLMError as exc:
             self._record(audit, call, t0, status="error", error=str(exc))
             raise
-        except Exception as exc:  # a bug (ours or in on_token): log it, keep the traceback
+        except Exception as exc:  # a bug (ours or in on_token): audit it, then re-raise with its traceback
             self._record(audit, call, t0, status="error", error=f"{type(exc).__name__}: {exc}")
             raise
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: log and let it go
@@ -405,8 +409,9 @@ class LLMClient:
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None)
         finish = getattr(choice, "finish_reason", None)
-        if text is None and getattr(message, "refusal", None):
-            text, finish = message.refusal, "refusal"
+        refusal = getattr(message, "refusal", None)
+        if text is None and refusal:
+            text, finish = refusal, "refusal"
         usage = getattr(response, "usage", None)
         return _Answer(
             text=text or "",
@@ -454,7 +459,8 @@ class LLMClient:
                 raise
             raise LLMTimeoutError(
                 f"The response stream from {self.endpoint} stalled for more than {self.settings.timeout:g} s "
-                f"after {len(''.join(call.parts))} characters: try again, or raise timeout under [llm] in {config_path()}."
+                f"after {len(''.join(call.parts))} characters: try again, or raise timeout under [llm] in "
+                f"{config_path()}."
             ) from None
         except openai.APIConnectionError as exc:
             if not received:
@@ -612,6 +618,6 @@ class LLMClient:
                 attempts=max(call.attempts, 1),
                 finish_reason=finish_reason,
             )
-        except Exception as exc:  # the log must never break the call
+        except Exception as exc:  # noqa: BLE001 - boundary: writing the audit log must never break the call
             self.audit._warn(exc)
             return None

@@ -234,7 +234,7 @@ def resolve_settings(
         if found is not None:
             values[key], sources[key] = found
 
-    provider = values.get("provider")
+    provider: Provider | None = values.get("provider")  # a valid name, or None (read checks it)
     if provider is None:
         # The highest level that says where to connect decides the provider.
         provider = "openai"
@@ -291,7 +291,8 @@ def resolve_settings(
             f'base_url = "http://localhost:8000/v1" under [llm] in {path}.'
         )
 
-    defaults = {f.name: f.default for f in fields(LLMSettings) if f.name in ("temperature", "timeout", "max_retries", "stream")}
+    defaults = {f.name: f.default for f in fields(LLMSettings)
+                if f.name in ("temperature", "timeout", "max_retries", "stream")}
     for key, default in defaults.items():
         if key not in values:
             values[key], sources[key] = default, "default"

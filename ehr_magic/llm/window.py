@@ -72,8 +72,8 @@ def context_window(settings: LLMSettings) -> ContextWindow:
 
 
 # How servers state the window in an overflow error (OpenAI/vLLM/llama-cpp-python, llama.cpp).
-_WINDOW_IN_ERROR = re.compile(r"maximum context length is (\d+)|context window of (\d+)|n_ctx(?:_slot)?\s*[=:]?\s*(\d+)|"
-                              r"context size (?:of |is )?\(?(\d+)", re.IGNORECASE)
+_WINDOW_IN_ERROR = re.compile(r"maximum context length is (\d+)|context window of (\d+)|"
+                              r"n_ctx(?:_slot)?\s*[=:]?\s*(\d+)|context size (?:of |is )?\(?(\d+)", re.IGNORECASE)
 
 
 def learn_from_error(settings: Any, message: str) -> ContextWindow | None:

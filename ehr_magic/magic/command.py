@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ehr_magic.errors import sentences
@@ -54,7 +55,7 @@ def parse_ask(line: str, cell: str) -> AskCommand:
     """``%%ehr`` line options and cell body -> ``AskCommand``."""
     try:
         args = parse_argstring(ehr_cell_arguments, line)
-    except Exception as exc:  # UsageError from argparse; keep its message
+    except (UsageError, ValueError) as exc:  # argparse's complaint, or an unclosed quote; keep its message
         raise CommandError(f"{exc}; see %%ehr? for the options.") from None
     question = " ".join(cell.strip().split())
     if not question:

@@ -3,12 +3,15 @@ with the code actually run (the analyst's edits included)."""
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Callable
 from typing import Any
 
+from ehr_magic.errors import EhrMagicError
 from ehr_magic.session.cells import read_marker
 
 
-def make_post_run_hook(session: Any):
+def make_post_run_hook(session: Any) -> Callable[[Any], None]:
     def post_run_cell(result: Any) -> None:
         try:
             info = getattr(result, "info", None)
@@ -22,7 +25,10 @@ def make_post_run_hook(session: Any):
             if session.ehr is None:
                 return
             session.cells.accept(token, question, code)
-        except Exception as exc:  # noqa: BLE001 - a hook must never break the analyst's cell
+        except EhrMagicError as exc:
             print(f"ehr-magic: could not store the accepted cell in memory: {exc}")
+        except Exception:  # noqa: BLE001 - boundary: a hook must never break the analyst's cell
+            print("ehr-magic: could not store the accepted cell in memory, because of a bug in ehr-magic:")
+            traceback.print_exc()
 
     return post_run_cell

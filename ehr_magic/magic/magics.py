@@ -13,7 +13,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import HTML, display
-from traitlets import Bool, Enum, Float, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode
 from traitlets.config import Configurable
 
 from ehr_magic.agent import AgentSettings, Event
@@ -52,13 +52,15 @@ _CONFIG_KEYS = ("model", "base_url", "steps", "shots", "knowledge", "timeout", "
 
 @magics_class
 class EhrMagics(Magics, Configurable):
-    model = Unicode(None, allow_none=True, config=True, help="Model name; overrides the config file and EHR_MAGIC_MODEL.")
+    model = Unicode(None, allow_none=True, config=True,
+                    help="Model name; overrides the config file and EHR_MAGIC_MODEL.")
     base_url = Unicode(None, allow_none=True, config=True, help="Base URL of an OpenAI-compatible server.")
     steps = Integer(10, config=True, help="Most code attempts per question (EHRAgent's T).")
     shots = Integer(4, config=True, help="Few-shot examples taken from memory (EHRAgent's K).")
     knowledge = Enum(["separate", "inline", "off"], "inline", config=True, help="Knowledge integration mode.")
     timeout = Float(60.0, config=True, help="Seconds one run of generated code may take.")
-    memory = Unicode(None, allow_none=True, config=True, help="Memory file (default: EHR_MAGIC_MEMORY or the user data dir).")
+    memory = Unicode(None, allow_none=True, config=True,
+                     help="Memory file (default: EHR_MAGIC_MEMORY or the user data dir).")
     store = Enum(["accepted", "auto"], "accepted", config=True,
                  help="What memory keeps: only cells the analyst accepted, or also every successful answer.")
     database = Unicode(None, allow_none=True, config=True, help="Database to connect at load time (default: demo).")
@@ -97,7 +99,8 @@ class EhrMagics(Magics, Configurable):
 
     def _ask(self, cmd: command.AskCommand) -> None:
         session = self._ready()
-        settings = AgentSettings(max_steps=cmd.steps or self.steps, shots=self.shots if cmd.shots is None else cmd.shots,
+        settings = AgentSettings(max_steps=cmd.steps or self.steps,
+                                 shots=self.shots if cmd.shots is None else cmd.shots,
                                  knowledge=cmd.knowledge or self.knowledge, timeout=self.timeout,
                                  privacy=self.privacy, run_mode="review" if cmd.review else self.run_mode)
         progress = _Progress(enabled=self.show_progress and not cmd.quiet)
@@ -132,7 +135,8 @@ class EhrMagics(Magics, Configurable):
                       "and accept it.")
             return
         self._bind(answer, cmd.as_name)
-        display({"text/plain": render.answer_text(answer.answer), "text/html": render.answer_html(answer.answer)}, raw=True)
+        display({"text/plain": render.answer_text(answer.answer), "text/html": render.answer_html(answer.answer)},
+                raw=True)
         if answer.source == "agent" and answer.message:  # "None found: the code searched ..."
             self._say(f"ehr-magic: {answer.message}")
         _show_figures()
@@ -219,7 +223,7 @@ class EhrMagics(Magics, Configurable):
             trait = self.traits()[key]
             value = trait.from_string(value) if hasattr(trait, "from_string") else value
             setattr(self, key, value)
-        except Exception as exc:  # traitlets validation
+        except (TraitError, ValueError) as exc:  # traitlets refuses the value, or cannot read it
             raise CommandError(f"Invalid value for {key}: {exc}") from None
         if save:
             if key not in ("model", "base_url"):
@@ -299,7 +303,8 @@ class EhrMagics(Magics, Configurable):
             except (ValueError, SyntaxError):
                 params[key] = literal
         if not params:
-            found = [lit["value"] for lit in user.find_literals(code) if not isinstance(lit["value"], str) or lit["in_string"]]
+            found = [lit["value"] for lit in user.find_literals(code)
+                     if not isinstance(lit["value"], str) or lit["in_string"]]
             print(f"Literals in the cell you can turn into parameters: {found[:12]}")
         value = self.shell.user_ns.get("answer")
         expected = to_json_value(value)

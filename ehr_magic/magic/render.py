@@ -20,7 +20,8 @@ def esc(text: Any) -> str:
 def progress_html(lines: list[str], streamed: str = "") -> str:
     body = "<br>".join(esc(line) for line in lines[-8:])
     code = f"<pre style='max-height:14em;overflow:auto;opacity:.75'>{esc(streamed[-3000:])}</pre>" if streamed else ""
-    return f"<div class='ehr-magic-progress' style='font-family:var(--jp-code-font-family,monospace);font-size:90%'>{body}{code}</div>"
+    style = "font-family:var(--jp-code-font-family,monospace);font-size:90%"
+    return f"<div class='ehr-magic-progress' style='{style}'>{body}{code}</div>"
 
 
 def phase_line(phase: str, detail: str, elapsed: float) -> str:
@@ -32,7 +33,7 @@ def answer_html(value: Any) -> str:
         value = value.collect()
     if isinstance(value, pl.DataFrame):
         shown = value.head(50)
-        more = f" (first 50 shown)" if value.height > 50 else ""
+        more = " (first 50 shown)" if value.height > 50 else ""
         return f"<div><b>answer</b>: {value.height:,} rows x {value.width} columns{more}{shown._repr_html_()}</div>"
     if isinstance(value, pl.Series):
         return answer_html(value.to_frame())
@@ -63,7 +64,8 @@ def details_html(answer: Any, model: str) -> str:
     elif result is not None:
         parts.append(f"{len(result.steps)} step(s), {len(result.llm_calls)} model call(s), "
                      f"{result.prompt_tokens:,} prompt + {result.completion_tokens:,} completion tokens, "
-                     f"{result.model_seconds:.1f} s model + {result.own_seconds:.2f} s ours, model {esc(model or result.model)}")
+                     f"{result.model_seconds:.1f} s model + {result.own_seconds:.2f} s ours, "
+                     f"model {esc(model or result.model)}")
         if result.examples:
             parts.append("examples: " + esc(", ".join(result.examples)))
     body = "<br>".join(parts)

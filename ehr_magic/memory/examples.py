@@ -25,5 +25,6 @@ class MemoryExamples:
             self.store.mark_used([e.id for e in found])
         if len(chosen) < k:
             known = {e.question for e in chosen}
-            chosen += [s for s in self.seeds.examples(question, schema, k) if s.question not in known][: k - len(chosen)]
+            seeds = [s for s in self.seeds.examples(question, schema, k) if s.question not in known]
+            chosen += seeds[: k - len(chosen)]
         return chosen

@@ -10,6 +10,7 @@ this one) changed the store.
 
 from __future__ import annotations
 
+import builtins  # MemoryStore.list shadows the name inside the class
 import hashlib
 import json
 import os
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ehr_magic.memory import migrations
 from ehr_magic.memory.entry import ORIGIN_PRIORITY, ORIGINS, MemoryEntry, MemoryStats
@@ -220,7 +221,7 @@ class MemoryStore:
                  rec.schema, rec.dataset, origin, rec.model, rec.created_at or now,
                  rec.updated_at or rec.created_at or now, json.dumps(list(rec.tags)), rec.note, key),
             )
-            return int(cur.lastrowid), True
+            return cast(int, cur.lastrowid), True  # set by every INSERT
         entry_id, old_origin, knowledge, generated, preview, dataset, model, tags, note = row
         best = origin if ORIGIN_PRIORITY[origin] > ORIGIN_PRIORITY[old_origin] else old_origin
         merged_tags = list(dict.fromkeys([*json.loads(tags or "[]"), *rec.tags]))
@@ -249,7 +250,7 @@ class MemoryStore:
 
     def list(
         self, schema: str | None = None, origin: str | None = None, limit: int | None = None
-    ) -> list[MemoryEntry]:
+    ) -> builtins.list[MemoryEntry]:
         """Entries, newest first, optionally of one schema and/or origin."""
         where, params = self._filters(schema, origin)
         sql = f"SELECT {_COLUMNS} FROM entries{where} ORDER BY id DESC"
@@ -260,7 +261,7 @@ class MemoryStore:
             rows = conn.execute(sql, params).fetchall()
         return [_row_to_entry(r) for r in rows]
 
-    def _filters(self, schema: str | None, origin: str | None) -> tuple[str, list[Any]]:
+    def _filters(self, schema: str | None, origin: str | None) -> tuple[str, builtins.list[Any]]:
         clauses, params = [], []
         if schema is not None:
             clauses.append("schema = ?")
@@ -284,7 +285,7 @@ class MemoryStore:
         schema: str | None = None,
         origins: Iterable[str] | None = None,
         method: str = "default",
-    ) -> list[MemoryEntry]:
+    ) -> builtins.list[MemoryEntry]:
         """The ``k`` stored cases most similar to ``question``, best first.
 
         ``schema``: only entries stored with exactly this schema are considered;
@@ -312,7 +313,7 @@ class MemoryStore:
         # an entry deleted by another process since the index was refreshed is skipped
         return [_row_to_entry(rows[h.entry_id], h.score) for h in hits if h.entry_id in rows]
 
-    def _rows(self, conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[Any, ...]]:
+    def _rows(self, conn: sqlite3.Connection, ids: builtins.list[int]) -> dict[int, tuple[Any, ...]]:
         """Rows by id, cached until the store changes (``_fresh_index`` checks that)."""
         if self._row_cache_token != self._token or len(self._row_cache) > 10_000:
             self._row_cache.clear()

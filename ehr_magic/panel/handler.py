@@ -74,9 +74,10 @@ class PanelHandler:
             self.send(p.error(rid, p.USER_ERROR, str(exc)))
         except KeyboardInterrupt:
             self.send(p.error(rid, p.INTERRUPTED, "Interrupted; nothing was stored."))
-        except Exception as exc:  # noqa: BLE001 - our bug: reported with its traceback, kernel survives
+        except Exception as exc:  # boundary: our bug is reported with its traceback, and the kernel survives
             log.exception("ehr-magic panel request failed")
-            self.send(p.error(rid, p.INTERNAL, f"ehr-magic failed, which is a bug: {type(exc).__name__}: {sentences(exc)}",
+            self.send(p.error(rid, p.INTERNAL,
+                              f"ehr-magic failed, which is a bug: {type(exc).__name__}: {sentences(exc)}",
                               traceback.format_exc()))
 
     def send(self, message: dict[str, Any]) -> None:
@@ -90,7 +91,7 @@ class PanelHandler:
             message = p.error(message.get("id"), p.INTERNAL, f"ehr-magic built a reply JSON cannot carry: {exc}")
         try:
             self._send_raw(message)
-        except Exception:  # noqa: BLE001 - a closed comm must not break the kernel
+        except Exception:  # boundary: a closed comm must not break the kernel (logged with its traceback)
             log.exception("ehr-magic panel: cannot send to the panel")
 
     # -- requests ------------------------------------------------------------------------
@@ -112,7 +113,8 @@ class PanelHandler:
                         "time_model": ehr.time_model}
         return {
             "database": database,
-            "database_hint": None if ehr else "No database connected: run %ehr connect PATH|demo|synthetic in the notebook.",
+            "database_hint": None if ehr else ("No database connected: run %ehr connect PATH|demo|synthetic "
+                                               "in the notebook."),
             "model": self._model_status(),
             "memory": self._memory_status(),
             "privacy": privacy_level(self.magics),
@@ -187,6 +189,7 @@ class PanelHandler:
 
     def _examples(self, ids: list[str]) -> list[dict[str, Any]]:
         """``memory:12`` / ``seed:schema:3`` ids -> {id, question, origin}."""
+        from ehr_magic.errors import EhrMagicError
         from ehr_magic.memory.fewshot import seed_examples
 
         out = []
@@ -200,7 +203,7 @@ class PanelHandler:
                 elif kind == "seed":
                     schema, _, number = rest.rpartition(":")
                     question = seed_examples(schema)[int(number) - 1].question
-            except Exception:  # noqa: BLE001 - a deleted entry still shows its id
+            except (EhrMagicError, ValueError, IndexError):  # a deleted entry or a stale id still shows its id
                 pass
             out.append({"id": str(ident), "question": question, "origin": origin})
         return out
@@ -305,8 +308,8 @@ class PanelHandler:
 class EventStream:
     """Agent events -> ``event`` messages; streamed tokens are batched (~10 per second)."""
 
-    def __init__(self, rid: str, send: Send) -> None:
-        self.rid, self._send = rid, send
+    def __init__(self, rid: str, send: Send, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rid, self._send, self._clock = rid, send, clock
         self._tokens: list[str] = []
         self._last = 0.0
         self._elapsed = 0.0
@@ -316,7 +319,7 @@ class EventStream:
         self._elapsed = event.elapsed
         if event.kind == "token":
             self._tokens.append(event.detail)
-            if time.monotonic() - self._last >= TOKEN_FLUSH_SECONDS:
+            if self._clock() - self._last >= TOKEN_FLUSH_SECONDS:
                 self.flush()
             return
         self.flush()
@@ -338,7 +341,7 @@ class EventStream:
             self._emit({"kind": "token", "text": text})
 
     def _emit(self, body: dict[str, Any]) -> None:
-        self._last = time.monotonic()
+        self._last = self._clock()
         body["elapsed"] = round(self._elapsed, 3)
         self._send(p.event(self.rid, body))
 
@@ -379,9 +382,5 @@ def privacy_level(magics: Any = None) -> str | None:
         ehr = getattr(session, "ehr", None)
         if ehr is None:
             return None
-        try:
-            level = level(ehr)
-        except Exception:  # noqa: BLE001 - a broken privacy module must not hide the status
-            log.exception("ehr-magic panel: cannot read the privacy level")
-            return "unknown"
+        level = level(ehr)  # a bug here is reported, with its traceback, by the request's edge
     return str(getattr(level, "value", level))

@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
+from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.engines.base import first_line
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.literals import Literal, can_write, replace_literals, sql_strings, write_literal
 from ehr_magic.reuse.template import Link, Template
 from ehr_magic.reuse.values import Value, VocabularyIndex, split_vocab_type
@@ -98,10 +102,11 @@ def _shown(value: Value) -> str:
     return value.text
 
 
-def check_context(ehr, adaptation: Adaptation, template: Template, values: list[Value]) -> None:
+def check_context(ehr: Database, adaptation: Adaptation, template: Template, values: list[Value]) -> None:
     """Each new vocabulary value must exist where the code uses it: with the other
     constant conditions the code puts on the same table (``d_items.label = 'foley'``
-    next to ``d_items.linksto = 'inputevents'`` must find a row)."""
+    next to ``d_items.linksto = 'inputevents'`` must find a row). A check whose query
+    fails declines the adaptation too: a check that cannot run proves nothing."""
     changed = {new.value for slot, new in zip(template.slots, values)
                if new.kind == "vocab" and new.key != slot.value.key}
     if not changed:
@@ -110,18 +115,20 @@ def check_context(ehr, adaptation: Adaptation, template: Template, values: list[
         for query, shown in _context_queries(sql, changed):
             try:
                 found = ehr.sql(query).height
-            except Exception:  # noqa: BLE001 - a check we cannot run proves nothing
-                continue
+            except QUERY_FAILURES as exc:
+                raise AdaptationError(f"the check that {shown} finds a row cannot run: {first_line(exc)}") from exc
             if not found:
                 raise AdaptationError(f"{shown} finds no row")
 
 
 def _context_queries(sql: str, values: set[str]) -> list[tuple[str, str]]:
     """``SELECT 1 FROM t WHERE t.col = 'new' AND <t's other constant conditions>`` per
-    new value that the SQL compares with a column next to other constant conditions."""
+    new value that the SQL compares with a column next to other constant conditions.
+    A piece of SQL that cannot be read (a part of an f-string, whose whole text exists only
+    when the cell runs) has no constant conditions known here, so no check."""
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
-    except Exception:  # noqa: BLE001 - unparsable SQL cannot be checked
+    except SqlglotError:
         return []
     out = []
     for literal in tree.find_all(exp.Literal):
@@ -179,7 +186,7 @@ def _constant_condition(condition: exp.Expression, qualifier: str) -> bool:
     return False
 
 
-def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
+def unfound_values(ehr: Database, template: Template, values: list[Value]) -> list[str]:
     """The substituted values not found in the column the code puts them into (a value
     compared with no column, like a year inside ``strftime``, or one the column does not
     hold), each as a sentence. Empty when every substitution is found where it went."""
@@ -202,7 +209,7 @@ def unfound_values(ehr, template: Template, values: list[Value]) -> list[str]:
     return missing
 
 
-def _stored_in_column(ehr, literal: Literal, text: str, pattern: bool) -> bool:
+def _stored_in_column(ehr: Database, literal: Literal, text: str, pattern: bool) -> bool:
     """True when a table with ``literal``'s column holds ``text`` there (as a pattern for LIKE)."""
     column = literal.column_name
     if not column:
@@ -216,6 +223,6 @@ def _stored_in_column(ehr, literal: Literal, text: str, pattern: bool) -> bool:
             if ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE CAST({quote(column)} AS VARCHAR) {test} ? LIMIT 1",
                        [text]).height:
                 return True
-        except Exception:  # noqa: BLE001 - a column we cannot search does not hold the value
+        except QUERY_FAILURES:  # a column we cannot search does not hold the value (the reuse abstains)
             continue
     return False

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.text import stem
 
@@ -38,7 +38,7 @@ _CLAUSE = re.compile(r"[,;:]|\s-\s|\.\s")  # a convention's clauses
 class AttributeWords:
     """Stemmed word -> the column names it names, from the schema and its knowledge."""
 
-    def __init__(self, ehr: Any) -> None:
+    def __init__(self, ehr: Database) -> None:
         from ehr_magic.reuse.unanswerable import STOPWORDS
 
         descriptions: dict[str, list[str]] = {}

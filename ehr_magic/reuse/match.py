@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz
 
+from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.assign import (
     assignments,
     features,
@@ -109,7 +111,7 @@ class _Query:
 class ReuseIndex:
     """Analysed memory entries of one database, searchable by question."""
 
-    def __init__(self, ehr, *, detector: ValueDetector | None = None, threshold: float = DEFAULT_THRESHOLD,
+    def __init__(self, ehr: Database, *, detector: ValueDetector | None = None, threshold: float = DEFAULT_THRESHOLD,
                  margin: float = DEFAULT_MARGIN, check_operators: bool = True, check_unused_values: bool = True,
                  check_evidence: bool = True, check_schema_words: bool = True, check_attributes: bool = True,
                  evidence: dict | None = None) -> None:
@@ -415,7 +417,7 @@ class ReuseIndex:
         try:
             hit = self.ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE CAST({quote(column)} AS VARCHAR) ILIKE ? LIMIT 1",
                                [f"%{text}%"]).height
-        except Exception:  # noqa: BLE001 - a column we cannot search gives no value
+        except QUERY_FAILURES:  # a column we cannot search gives no value
             return None
         if not hit:
             return None
@@ -427,7 +429,7 @@ class ReuseIndex:
         table, column = value_type.removeprefix("vocab:").split(".", 1)
         try:
             found = self.ehr.lookup(table, column, text, k=5, scores=True)
-        except Exception:  # noqa: BLE001 - a column we cannot look up gives no value
+        except QUERY_FAILURES:  # a column we cannot look up gives no value
             return None
         wanted = normalise(text)
         matches = sorted(((fuzz.ratio(wanted, normalise(value)), value) for value, _ in found), reverse=True)

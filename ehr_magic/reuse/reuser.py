@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from ehr_magic import skills
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.runtime.executor import Executor, base_namespace, is_empty_answer
 from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context, unfound_values
 from ehr_magic.reuse.calibrate import Calibration, calibrate, load_calibration, save_calibration
@@ -77,7 +78,7 @@ class Reuser:
     seed, imported) are reused.
     """
 
-    def __init__(self, ehr: Any, *, index: ReuseIndex | None = None, timeout: float = 30.0,
+    def __init__(self, ehr: Database, *, index: ReuseIndex | None = None, timeout: float = 30.0,
                  **index_options: Any) -> None:
         self.ehr = ehr
         self.index = index if index is not None else ReuseIndex(ehr, **index_options)  # an empty index is falsy
@@ -93,7 +94,7 @@ class Reuser:
         self._explicit = index is not None or "threshold" in index_options or "margin" in index_options
 
     @classmethod
-    def from_store(cls, ehr: Any, store: Any, *, schema: str | None = None, origins: Iterable[str] = TRUSTED,
+    def from_store(cls, ehr: Database, store: Any, *, schema: str | None = None, origins: Iterable[str] = TRUSTED,
                    **options: Any) -> Reuser:
         """A reuser over ``store``'s entries of ``schema`` (default: the database's schema)."""
         reuser = cls(ehr, **options)
@@ -228,7 +229,8 @@ class Reuser:
         """Whether the remembered cell, run as it is, answers 0 (None when it does not run)."""
         key = (template.entry_id, template.code)
         if key not in self._own_answers:
-            execution = Executor(self.ehr, timeout=self.timeout).run(template.code, base_namespace(self.ehr, skills.namespace(self.ehr)))
+            namespace = base_namespace(self.ehr, skills.namespace(self.ehr))
+            execution = Executor(self.ehr, timeout=self.timeout).run(template.code, namespace)
             ok = execution.ok and execution.has_answer and not is_empty_answer(execution.answer)
             self._own_answers[key] = zero_answer(execution.answer) if ok else None
         return self._own_answers[key]

@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.reuse.lexicon import operators
 from ehr_magic.reuse.literals import Literal, code_literals
@@ -323,7 +324,7 @@ def _pattern_column(literal: Literal, detector: ValueDetector) -> list[tuple[str
     try:
         found = detector.ehr.sql(f"SELECT 1 FROM {quote(table)} WHERE CAST({quote(column)} AS VARCHAR) ILIKE ? LIMIT 1",
                                  [literal.value]).height
-    except Exception:  # noqa: BLE001 - a pattern we cannot check is not a value
+    except QUERY_FAILURES:  # a pattern we cannot check is not a value
         return []
     return [(table, column, literal.value)] if found else []
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.values import Detected
 from ehr_magic.text import FUNCTION_WORDS
 
@@ -29,7 +30,7 @@ STOPWORDS = FUNCTION_WORDS | frozenset("tell show give list please find get let 
                                        .split())
 
 
-def unanswerable_reason(question: str, detected: Detected, index: Any, ehr: Any) -> str:
+def unanswerable_reason(question: str, detected: Detected, index: Any, ehr: Database) -> str:
     """A reason the question cannot be answered here ("" when none is certain)."""
     for word, number in detected.unknown_ids:
         column = index.detector.entity_words.get(word, "id")
@@ -55,7 +56,7 @@ def unknown_words(question: str, known: set[str]) -> list[str]:
     return found
 
 
-def schema_words(ehr: Any) -> set[str]:
+def schema_words(ehr: Database) -> set[str]:
     """Words of the schema: table and column names (and their parts) and descriptions."""
     words: set[str] = set()
     for table in ehr.tables():

@@ -27,9 +27,11 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.errors import EhrMagicError
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
 from ehr_magic.text import WORD, normalise
@@ -135,7 +137,7 @@ class VocabularyIndex:
     triples storing it. Thread-safe; columns load lazily.
     """
 
-    def __init__(self, ehr: Any) -> None:
+    def __init__(self, ehr: Database) -> None:
         self.ehr = ehr
         self._by_text: dict[str, list[tuple[str, str, str]]] = {}
         self._columns: set[tuple[str, str]] = set()
@@ -153,7 +155,7 @@ class VocabularyIndex:
             return True
         try:
             columns = self.ehr.columns(table)
-        except Exception:  # noqa: BLE001 - an unknown table is simply not indexed
+        except EhrMagicError:  # an unknown table is simply not indexed
             return False
         dtype = columns.get(column)
         if dtype is None or not dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR")):
@@ -213,7 +215,7 @@ class ValueDetector:
     does not hold can be reported. Both are learned from memory by the reuse index.
     """
 
-    def __init__(self, ehr: Any, vocabulary: VocabularyIndex | None = None) -> None:
+    def __init__(self, ehr: Database, vocabulary: VocabularyIndex | None = None) -> None:
         self.ehr = ehr
         self.clock = ehr.clock
         self.vocabulary = vocabulary or VocabularyIndex(ehr)
@@ -233,7 +235,7 @@ class ValueDetector:
     def _table_size(self, table: str) -> int:
         try:
             return int(self.ehr.count(table))
-        except Exception:  # noqa: BLE001
+        except QUERY_FAILURES:  # a table we cannot count goes last
             return 1 << 62
 
     def id_exists(self, column: str, number: str) -> bool:

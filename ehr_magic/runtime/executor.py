@@ -15,17 +15,17 @@ from __future__ import annotations
 import ast
 import ctypes
 import datetime as dt
-import io
 import math
 import threading
 import time
 import traceback
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.safety import limits, runtime
 from ehr_magic.safety import sql as sqlcheck
 
@@ -70,7 +70,7 @@ class ExecutionTimeout(BaseException):
     """Raised inside the worker thread when the time limit is reached."""
 
 
-def base_namespace(ehr: Any, tools: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def base_namespace(ehr: Database, tools: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What generated code can use without importing it; ``tools`` adds names from the layers
     above (the session adds ``skills``)."""
     import collections
@@ -86,7 +86,7 @@ def base_namespace(ehr: Any, tools: Mapping[str, Any] | None = None) -> dict[str
             **(tools or {})}
 
 
-def code_namespace(ehr: Any, variables: Mapping[str, Any] | None = None, tools: Mapping[str, Any] | None = None,
+def code_namespace(ehr: Database, variables: Mapping[str, Any] | None = None, tools: Mapping[str, Any] | None = None,
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The namespace generated or remembered code runs in, for the agent, reuse and the session:
     ``base_namespace`` plus the notebook's variables, as in the kernel, but never its ``answer``
@@ -101,7 +101,7 @@ def code_namespace(ehr: Any, variables: Mapping[str, Any] | None = None, tools: 
 class Executor:
     """Runs generated code against one ``EHR`` with a time limit and capped output."""
 
-    def __init__(self, ehr: Any, *, timeout: float = 60.0, output_limit: int = OUTPUT_CHARS,
+    def __init__(self, ehr: Database, *, timeout: float = 60.0, output_limit: int = OUTPUT_CHARS,
                  max_rows: int | None = limits.DEFAULT_MAX_ROWS, memory_limit: int | None = None) -> None:
         self.ehr = ehr
         self.timeout = timeout
@@ -162,7 +162,7 @@ class Executor:
         stdout = buffer.getvalue()
         last = ns.pop("__last__", None)
         error = outcome["error"]
-        if over_memory:
+        if over_memory and watch is not None:
             info = ErrorInfo("MemoryLimit", watch.describe())
             if isinstance(error, BaseException):
                 info.line, info.line_text = _failing_line(error, code)
@@ -188,7 +188,9 @@ class Executor:
         deadline = time.monotonic() + 5
         while worker.is_alive() and time.monotonic() < deadline:
             self.ehr.interrupt()
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(ExecutionTimeout))
+            if worker.ident is not None:  # set once the thread started
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                           ctypes.py_object(ExecutionTimeout))
             worker.join(0.2)
 
 
@@ -224,7 +226,7 @@ def shown(value: Any) -> str:
     return text
 
 
-def _capturing_print(buffer: io.StringIO):
+def _capturing_print(buffer: limits.CappedText) -> Callable[..., None]:
     def captured_print(*args: Any, sep: str = " ", end: str = "\n", file: Any = None, flush: bool = False) -> None:
         if file is not None:
             print(*args, sep=sep, end=end, file=file, flush=flush)

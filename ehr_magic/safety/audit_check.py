@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.safety.privacy import is_dictionary_column
+from ehr_magic.safety.tables import Tables
 
 # Identifier columns and the table that defines them (holds every value).
 ID_COLUMNS = {"subject_id": "patients", "hadm_id": "admissions", "stay_id": "icustays", "icustay_id": "icustays",
@@ -90,7 +91,7 @@ def request_text(request: dict[str, Any], *, include_assistant: bool = False) ->
 class IdentifierScanner:
     """Finds identifiers and dates of one ``EHR`` in texts."""
 
-    def __init__(self, ehr: Any) -> None:
+    def __init__(self, ehr: Tables) -> None:
         self.ehr = ehr
         self.id_columns = self._id_columns()
         self.date_columns = [(t, c, dtype) for t in ehr.tables() if not t.startswith("d_")

@@ -69,7 +69,7 @@ class Flow:
             self._merge(after_body)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             self.block(node.body)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        elif isinstance(node, (ast.Try, ast.TryStar)):
             before = self._copy()
             self.block(node.body)
             for handler in node.handlers:
@@ -91,7 +91,7 @@ class Flow:
                 self.block(case.body)
             self._merge(before)
 
-    def bind(self, target: ast.AST, value: ast.AST) -> None:
+    def bind(self, target: ast.AST, value: ast.AST | None) -> None:
         if isinstance(target, ast.Name):
             if _is_ehr_sql(value):
                 self.checker.sql_aliases.add(target.id)
@@ -169,14 +169,14 @@ def _header_expressions(node: ast.stmt) -> list[ast.AST]:
         return [node.test]
     if isinstance(node, (ast.With, ast.AsyncWith)):
         return [item.context_expr for item in node.items]
-    if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+    if isinstance(node, (ast.Try, ast.TryStar)):
         return [h.type for h in node.handlers if h.type is not None]
     if isinstance(node, ast.Match):
         return [node.subject]
     return [node]
 
 
-def _is_ehr_sql(node: ast.AST) -> bool:
+def _is_ehr_sql(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Attribute) and node.attr in SQL_SINKS
 
 

@@ -295,12 +295,12 @@ class _Checker:
         elif root == "ehr" and attr == "path":
             self.deny("ehr", node, "generated code may not use the database file's path; query it with ehr.sql")
         elif attr in _FILE_ATTRIBUTES:
-            if _FILE_ATTRIBUTES[attr] is None:
+            reason = _FILE_ATTRIBUTES[attr]
+            if reason is None:
                 if root in ("ehr", "type") or attr == "interrupt":
                     self.deny("ehr", node, "generated code may not close or interrupt the analyst's database "
                               "connection")
             else:
-                reason = _FILE_ATTRIBUTES[attr]
                 self.deny("file" if reason in (_WRITE, _READ) else "reflection" if reason == _INTERNALS else "module",
                           node, reason)
         elif root == "ehr" and attr in ("update", "pop", "popitem", "clear", "setdefault") \
@@ -316,16 +316,16 @@ class _Checker:
             else:
                 names = node.args[:1] if name == "methodcaller" else node.args
             owner = _root_name(node.args[0]) if name in ("getattr", "hasattr") and node.args else None
-            if name in ("getattr", "hasattr") and len(node.args) < 2:
-                names = [None]  # type: ignore[list-item]
-            if all(isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value
-                   and not any(part.startswith("_") for part in a.value.split(".")) for a in names):
+            named = [a for a in names if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value
+                     and not any(part.startswith("_") for part in a.value.split("."))]
+            # every name a plain public constant (getattr without a name has none: refused)
+            if len(named) == len(names) and (names or name not in ("getattr", "hasattr")):
                 if isinstance(func, ast.Name):
                     self.approved_getters.add(id(func))
                 elif isinstance(func, ast.Attribute):
                     pass  # operator.attrgetter('x'): the attribute itself is fine
-                for a in names:
-                    for part in a.value.split("."):
+                for a in named:
+                    for part in str(a.value).split("."):
                         self._attribute_name(a, part, owner)
             else:
                 self.deny("reflection", node, "attributes must be named directly; getattr-style access with computed "
@@ -385,8 +385,8 @@ class _Checker:
             elif shape is not None:
                 size = int_value(shape)
             elif name in ("arange", "int_range") and args:
-                bounds = [int_value(a) for a in args[:2]]
-                if all(b is not None for b in bounds):
+                bounds = [b for b in (int_value(a) for a in args[:2]) if b is not None]
+                if len(bounds) == len(args[:2]):
                     size = bounds[-1] - (bounds[0] if len(bounds) == 2 else 0)
             elif name == "repeat" and len(args) >= 2:
                 size = int_value(args[1])
@@ -504,14 +504,14 @@ def _infinite(node: ast.Call) -> bool:
 
 
 def _range_size(node: ast.Call) -> int | None:
-    bounds = [int_value(a) for a in node.args]
-    if not bounds or any(b is None for b in bounds):
+    bounds = [b for b in (int_value(a) for a in node.args) if b is not None]
+    if not bounds or len(bounds) != len(node.args):
         return None
     if len(bounds) == 1:
         start, stop, step = 0, bounds[0], 1
     else:
         start, stop, step = bounds[0], bounds[1], bounds[2] if len(bounds) > 2 else 1
-    return max(0, (stop - start) // step) if step else None  # type: ignore[operator]
+    return max(0, (stop - start) // step) if step else None
 
 
 def _literal_size(node: ast.AST) -> int | None:
@@ -520,7 +520,8 @@ def _literal_size(node: ast.AST) -> int | None:
     if isinstance(node, (ast.List, ast.Tuple)):
         return max(1, len(node.elts))
     if isinstance(node, ast.JoinedStr):
-        return max(1, sum(len(v.value) for v in node.values if isinstance(v, ast.Constant)))
+        return max(1, sum(len(v.value) for v in node.values
+                          if isinstance(v, ast.Constant) and isinstance(v.value, str)))
     return None
 
 
@@ -541,7 +542,7 @@ def _human(n: int) -> str:
 def _snippet(node: ast.AST, limit: int = 60) -> str:
     try:
         text = ast.unparse(node)
-    except Exception:  # noqa: BLE001
+    except RecursionError:  # an expression nested too deep to print back
         text = type(node).__name__
     return _short(text, limit)
 

@@ -24,6 +24,7 @@ can be stopped; the static guard refuses the obvious cases.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -41,6 +42,11 @@ from ehr_magic.errors import DatabaseError
 DEFAULT_MAX_ROWS = 2_000_000
 DEFAULT_OUTPUT_CHARS = 4000
 _local = threading.local()
+log = logging.getLogger(__name__)
+# Said once per process, where a run's memory ceiling would start (``MemoryWatch.start``).
+MEMORY_OFF = ("ehr-magic: the memory limit for generated code is off: this system has no /proc/self/statm and "
+              "psutil is not installed, so the kernel's memory cannot be measured; `pip install psutil` turns it on.")
+_memory_off_said = False
 
 
 class ResultTooLargeError(DatabaseError):
@@ -118,7 +124,7 @@ def _unwrapped(exc: duckdb.Error) -> duckdb.Error:
         return exc
     try:
         return type(exc)(fixed)
-    except Exception:  # noqa: BLE001 (an exception type that cannot be rebuilt: keep the original)
+    except TypeError:  # an exception type that cannot be rebuilt from its text: keep the original
         return exc
 
 
@@ -129,13 +135,15 @@ def total_memory() -> int | None:
     """Physical memory of the machine in bytes (``None`` if unknown)."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
+    except (ValueError, OSError, AttributeError):  # no such sysconf names (Windows)
         pass
     try:
         import psutil
-
+    except ImportError:
+        return None
+    try:
         return int(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001 (psutil missing or unsupported platform)
+    except (psutil.Error, OSError):
         return None
 
 
@@ -196,9 +204,11 @@ def process_rss() -> int | None:
             pass
     try:
         import psutil
-
+    except ImportError:
+        return None
+    try:
         return int(psutil.Process().memory_info().rss)
-    except Exception:  # noqa: BLE001
+    except (psutil.Error, OSError):
         return None
 
 
@@ -215,7 +225,8 @@ class MemoryWatch:
     ``limit_bytes`` over what it was at ``start()``; with ``absolute=True``, ``limit_bytes``
     is the ceiling itself. Poll ``exceeded()`` from the loop that waits for the worker
     thread (every 50-100 ms); it reads ``/proc/self/statm`` (or psutil) and is cheap.
-    Where memory cannot be measured, ``available`` is False and ``exceeded()`` never fires.
+    Where memory cannot be measured (no ``/proc``, no psutil), ``available`` is False,
+    ``exceeded()`` never fires, and ``start()`` says once per process that the limit is off.
 
         watch = MemoryWatch(2 * 2**30).start()
         while worker.is_alive():
@@ -248,7 +259,11 @@ class MemoryWatch:
         return None if self.baseline is None else self.baseline + self.limit_bytes
 
     def start(self) -> MemoryWatch:
+        global _memory_off_said
         self.baseline = process_rss()
+        if self.baseline is None and not _memory_off_said:
+            _memory_off_said = True
+            log.warning(MEMORY_OFF)
         self.peak = self.baseline
         self.started_at = time.monotonic()
         self.tripped = False

@@ -27,14 +27,15 @@ import polars as pl
 
 from ehr_magic.errors import ConfigError
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.safety.tables import Tables
 from ehr_magic.safety.masking import HIDDEN, SMALL_CELL, Known, aggregate_rows, is_count_column, mask_text  # noqa: F401
 
 Level = Literal["schema", "aggregates", "full"]
 LEVELS: tuple[Level, ...] = ("schema", "aggregates", "full")
 OPEN_SOURCES = ("synthetic", "ehrsql-sqlite")
 _VOCABULARY_LIMIT = 200_000  # distinct values read per dictionary column, at most
-_vocabularies: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
-_names: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+_vocabularies: weakref.WeakKeyDictionary[Tables, frozenset[str]] = weakref.WeakKeyDictionary()
+_names: weakref.WeakKeyDictionary[Tables, frozenset[str]] = weakref.WeakKeyDictionary()
 
 __all__ = ["LEVELS", "Level", "SMALL_CELL", "check_level", "default_level", "describe_answer", "dictionary_columns",
            "filter_hints", "hint_allowed", "is_dictionary_column", "mask_error", "mask_feedback", "mask_stdout"]
@@ -48,7 +49,7 @@ def check_level(level: str) -> Level:
     return level  # type: ignore[return-value]
 
 
-def default_level(ehr: Any) -> Level:
+def default_level(ehr: object) -> Level:
     """``full`` for synthetic data and the open demos, ``schema`` for anything else.
 
     Decided from the database's own metadata (``source``, ``dataset``), which generated
@@ -65,7 +66,7 @@ def default_level(ehr: Any) -> Level:
 # -- dictionary columns ------------------------------------------------------------------------
 
 
-def is_dictionary_column(ehr: Any, table: str, column: str) -> bool:
+def is_dictionary_column(ehr: object, table: str, column: str) -> bool:
     """Whether values of ``table.column`` are vocabulary rather than patient-level data.
 
     Dictionary tables (``d_*``: ``d_labitems``, ``d_items``, ``d_icd_diagnoses``...) are
@@ -80,12 +81,12 @@ def is_dictionary_column(ehr: Any, table: str, column: str) -> bool:
     return info is not None and column in {c.lower() for c in info.vocabulary}
 
 
-def dictionary_columns(ehr: Any) -> list[tuple[str, str]]:
+def dictionary_columns(ehr: Tables) -> list[tuple[str, str]]:
     """Every ``(table, column)`` of the database that ``is_dictionary_column``."""
     return [(t, c) for t in ehr.tables() for c in ehr.columns(t) if is_dictionary_column(ehr, t, c)]
 
 
-def dictionary_values(ehr: Any) -> frozenset[str]:
+def dictionary_values(ehr: Tables) -> frozenset[str]:
     """The text values of all dictionary columns (read once per database connection)."""
     cached = _vocabularies.get(ehr)
     if cached is not None:
@@ -102,12 +103,12 @@ def dictionary_values(ehr: Any) -> frozenset[str]:
     return result
 
 
-def hint_allowed(ehr: Any, level: str, table: str, column: str) -> bool:
+def hint_allowed(ehr: object, level: str, table: str, column: str) -> bool:
     """Whether a value hint listing stored values of ``table.column`` may reach the model."""
     return check_level(level) == "full" or is_dictionary_column(ehr, table, column)
 
 
-def filter_hints(hints: list[Any], ehr: Any, level: str) -> list[Any]:
+def filter_hints(hints: list[Any], ehr: object, level: str) -> list[Any]:
     """The value hints (objects with ``.table`` and ``.column``) allowed at ``level``.
 
     At ``schema`` and ``aggregates`` a hint about a patient-level column is dropped: its
@@ -120,7 +121,7 @@ def filter_hints(hints: list[Any], ehr: Any, level: str) -> list[Any]:
 # -- feedback text -----------------------------------------------------------------------------
 
 
-def _known(ehr: Any, code: str) -> Known:
+def _known(ehr: Tables | None, code: str) -> Known:
     names = _names.get(ehr) if ehr is not None else None
     if ehr is not None and names is None:
         found = set()
@@ -133,7 +134,7 @@ def _known(ehr: Any, code: str) -> Known:
                  vocabulary=(lambda: dictionary_values(ehr)) if ehr is not None else None)
 
 
-def mask_feedback(text: str, level: str, ehr: Any, *, code: str = "", strict: bool = False) -> str:
+def mask_feedback(text: str, level: str, ehr: Tables | None, *, code: str = "", strict: bool = False) -> str:
     """``text`` with patient-level literal values masked (unchanged at ``full``).
 
     ``code`` is the generated code the text is about: its own tokens are not masked.
@@ -146,12 +147,12 @@ def mask_feedback(text: str, level: str, ehr: Any, *, code: str = "", strict: bo
     return mask_text(text, _known(ehr, code), strict=strict, aggregates=level == "aggregates")
 
 
-def mask_stdout(stdout: str, level: str, ehr: Any, code: str = "") -> str:
+def mask_stdout(stdout: str, level: str, ehr: Tables | None, code: str = "") -> str:
     """Printed output of generated code, as the model may see it at ``level``."""
     return mask_feedback(stdout, level, ehr, code=code, strict=True)
 
 
-def mask_error(error: Any, level: str, ehr: Any, code: str = "") -> Any:
+def mask_error(error: Any, level: str, ehr: Tables | None, code: str = "") -> Any:
     """A copy of an ``ErrorInfo`` whose message is masked for ``level``.
 
     Messages of errors raised by a ``raise`` or ``assert`` line of the generated code are
@@ -176,7 +177,8 @@ def preview(value: Any, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def describe_answer(value: Any, level: str, *, ehr: Any = None, code: str = "", limit: int = 1500) -> str:
+def describe_answer(value: Any, level: str, *, ehr: Tables | None = None, code: str = "",
+                    limit: int = 1500) -> str:
     """A text view of an answer for the model at ``level``.
 
     ``schema``: shape, column names and types, row count; never values. ``aggregates``:

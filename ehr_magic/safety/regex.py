@@ -38,7 +38,7 @@ class UnsafePatternError(error):
 
 
 @functools.lru_cache(maxsize=512)
-def compile(pattern: Any, flags: int = 0) -> Any:  # noqa: A001 - the re API
+def compile(pattern: Any, flags: int = 0) -> Any:  # shadows the builtin, as the re API does
     """A compiled pattern: RE2 when it can express ``pattern``, else a vetted ``re`` pattern."""
     if isinstance(pattern, _std.Pattern):
         pattern, flags = pattern.pattern, pattern.flags | flags

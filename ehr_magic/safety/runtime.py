@@ -172,7 +172,8 @@ def _math_module() -> types.ModuleType:
             result = checked_mul(result, value)
         return result
 
-    safe.factorial, safe.comb, safe.perm, safe.prod, safe.pow = factorial, comb, perm, prod, _math.pow
+    for name, checked in {"factorial": factorial, "comb": comb, "perm": perm, "prod": prod, "pow": _math.pow}.items():
+        setattr(safe, name, checked)
     return safe
 
 

@@ -31,6 +31,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects import Dialect
+from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from ehr_magic.errors import ReadOnlyError, sentences
@@ -138,8 +139,12 @@ class BlockedSQLError(ReadOnlyError):
 def looks_like_sql(text: str) -> bool:
     """Whether ``text`` starts like an SQL statement (``SELECT ...``, ``COPY ...``)."""
     match = _FIRST_WORD.match(text)
-    return bool(match) and match.group(1).upper() in _KEYWORDS and len(text.split()) >= 2 or bool(
-        match and match.group(1).upper() in ("CHECKPOINT", "VACUUM", "COMMIT", "ROLLBACK", "ABORT"))
+    if match is None:
+        return False
+    word = match.group(1).upper()
+    if word in ("CHECKPOINT", "VACUUM", "COMMIT", "ROLLBACK", "ABORT"):  # statements of one word
+        return True
+    return word in _KEYWORDS and len(text.split()) >= 2
 
 
 def check_sql(text: str, *, strict: bool = True) -> list[SqlProblem]:
@@ -172,13 +177,19 @@ def statement_kind(text: str) -> str:
     return match.group(1).upper() if match else ""
 
 
+# What sqlglot raises for SQL it cannot read: its own errors, and on some malformed text an
+# AttributeError from inside its parser (a struct literal such as `{: 1}`). Either way the
+# text cannot be read here, and DuckDB's own parser decides (strict mode).
+_UNREADABLE = (SqlglotError, AttributeError)
+
+
 @lru_cache(maxsize=2048)
 def _check_cached(text: str, strict: bool) -> tuple[SqlProblem, ...]:
     if not strict and not looks_like_sql(text):
         return ()
     try:
         tokens = list(Dialect.get_or_raise("duckdb").tokenize(text))
-    except Exception:  # noqa: BLE001 (sqlglot raises several error types for broken text)
+    except SqlglotError:  # the tokenizer's TokenError: unbalanced quotes and the like
         if strict:
             return (SqlProblem("unparsable", _short(text), "the guard cannot read this SQL (unbalanced quotes or "
                                "unknown syntax); write one plain SELECT query"),)
@@ -193,7 +204,8 @@ def _check_cached(text: str, strict: bool) -> tuple[SqlProblem, ...]:
 
 
 def _split(text: str, tokens: list[Token]) -> list[tuple[str, list[Token]]]:
-    statements, current = [], []
+    statements: list[list[Token]] = []
+    current: list[Token] = []
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
             if current:
@@ -235,7 +247,7 @@ def _check_read(text: str, strict: bool) -> list[SqlProblem]:
     """Parse a read statement; a parse that fails or is not a query is a problem in strict mode."""
     try:
         parsed = sqlglot.parse(text, read="duckdb")
-    except Exception:  # noqa: BLE001
+    except _UNREADABLE:
         parsed = None
     if not parsed or any(p is None for p in parsed):
         # sqlglot lags DuckDB's grammar (e.g. `?::VARCHAR[]`): DuckDB's own parser decides.
@@ -272,11 +284,11 @@ def _duckdb_read_check(text: str) -> list[SqlProblem]:
         kinds = ", ".join(s.type.name for s in statements) or "nothing"
         return [SqlProblem("statement", _short(text), f"DuckDB reads it as {kinds}; {_ONLY_READS}")]
     with duckdb.connect(":memory:", config={"enable_external_access": False}) as con:
-        serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchone()[0]
+        serialized = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [text]).fetchall()[0][0]
     tree = json.loads(serialized)
     if tree.get("error"):
-        return [SqlProblem("unparsable", _short(text), f"DuckDB cannot read it as a query ({tree.get('error_message', '')}"
-                           f"); {_ONLY_READS}")]
+        return [SqlProblem("unparsable", _short(text),
+                           f"DuckDB cannot read it as a query ({tree.get('error_message', '')}); {_ONLY_READS}")]
     problems = []
     for node in _json_nodes(tree):
         function = str(node.get("function_name") or "").lower()

@@ -14,7 +14,9 @@ Nothing here executes code: folding only combines constants.
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import product
 
@@ -64,6 +66,9 @@ class Folder:
     def __init__(self, env: Env | None = None) -> None:
         self.env: Env = env if env is not None else {}
         self._counter = 0
+
+    def _next_part(self, parts: Iterator[Folded], _match: re.Match[str]) -> Folded:
+        return next(parts, self._unknown())
 
     def _unknown(self) -> Folded:
         self._counter += 1
@@ -131,7 +136,7 @@ class Folder:
             out = []
             for template in left:
                 parts = iter([self.part(v, depth)[0] for v in values])
-                out.append(_substitute(template, _PERCENT, lambda _m: next(parts, self._unknown())))
+                out.append(_substitute(template, _PERCENT, functools.partial(self._next_part, parts)))
             return out
         if isinstance(node.op, ast.Mult):
             for text_side, count_side in ((node.left, node.right), (node.right, node.left)):
@@ -276,7 +281,7 @@ def _concat(pieces: list[list[Folded]]) -> list[Folded]:
     return results
 
 
-def _substitute(template: Folded, pattern: re.Pattern[str], replace) -> Folded:
+def _substitute(template: Folded, pattern: re.Pattern[str], replace: Callable[[re.Match[str]], Folded]) -> Folded:
     out = Folded("", template.exact, template.obfuscated, template.unknown)
     last = 0
     for match in pattern.finditer(template.text):
@@ -288,7 +293,7 @@ def _substitute(template: Folded, pattern: re.Pattern[str], replace) -> Folded:
 def constant_sequence(node: ast.AST) -> list[object] | None:
     """The items of a literal list/tuple/set of constants, or of ``range(...)`` (small)."""
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = []
+        items: list[object] = []
         for element in node.elts:
             if isinstance(element, ast.Constant):
                 items.append(element.value)
@@ -345,6 +350,9 @@ def int_value(node: ast.AST | None) -> int | None:
 
 
 def _number(node: ast.AST | None, depth: int) -> int | float | None:
+    """The constant integer; ``HUGE`` or ``-HUGE`` (the only floats) beyond 10**30 (a sum, a
+    product or a power beyond it is ``HUGE`` whatever its sign); None when ``node`` is not a
+    constant integer expression."""
     if node is None or depth > 20:
         return None
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
@@ -356,7 +364,7 @@ def _number(node: ast.AST | None, depth: int) -> int | float | None:
         left, right = _number(node.left, depth + 1), _number(node.right, depth + 1)
         if left is None or right is None:
             return None
-        if HUGE in (left, right, -HUGE):
+        if isinstance(left, float) or isinstance(right, float):  # HUGE or -HUGE: (-(2**300)) ** 2 is huge
             return HUGE
         if isinstance(node.op, ast.Add):
             return _cap(left + right)
@@ -386,11 +394,13 @@ def _cap(value: int) -> int | float:
 def pow_bits(node: ast.BinOp) -> float:
     """Approximate size in bits of ``a ** b`` for constant ints (0 if not constant)."""
     base, exponent = _number(node.left, 0), _number(node.right, 0)
-    if base is None or exponent is None or exponent in (HUGE,) or base == HUGE:
-        return HUGE if exponent == HUGE and base not in (None, 0, 1, -1) else 0.0
+    if base is None or exponent is None:
+        return 0.0
+    if isinstance(base, float) or isinstance(exponent, float):  # HUGE
+        return HUGE if exponent == HUGE and base not in (0, 1, -1) else 0.0
     if exponent < 0 or abs(base) <= 1:
         return 0.0
-    return float(exponent) * abs(int(base)).bit_length()
+    return float(exponent) * abs(base).bit_length()
 
 
 def contains_obfuscation(node: ast.AST) -> bool:

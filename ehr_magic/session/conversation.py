@@ -16,7 +16,8 @@ from ehr_magic.agent.turns import TurnSummary
 _FOLLOW_UP = re.compile(
     r"^\s*(now|and|also|then|but|instead|same|only|what about|how about|and what|break (?:it|that|them) down)\b"
     r"|\b(plot|show|chart|sort|filter|split|group|break down|repeat|redo) (that|those|it|them|this)\b"
-    r"|\b(the same|same thing|the previous|the last (?:answer|result|one)|the above|those ones|that one|that answer|that result)\b",
+    r"|\b(the same|same thing|the previous|the last (?:answer|result|one)|the above|those ones|that one"
+    r"|that answer|that result)\b",
     re.IGNORECASE)
 
 
@@ -95,7 +96,9 @@ def answer_shape(value: Any) -> str:
         return f"a {type(value).__name__} of {len(value)} items"
     if value is None:
         return "nothing (None)"
-    return "a number" if isinstance(value, (int, float)) and not isinstance(value, bool) else f"a {type(value).__name__}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return f"a {type(value).__name__}"
 
 
 def describe_answer(value: Any, level: str) -> str:

@@ -47,8 +47,9 @@ MODES: tuple[str, ...] = ("auto", "agent", "memory")
 class Session:
     """Answers questions on one ``EHR`` with a memory store, (lazily) a model and a conversation."""
 
-    def __init__(self, ehr: Any = None, *, memory: Any = None, llm: Any = None, llm_overrides: dict[str, Any] | None = None,
-                 settings: AgentSettings | None = None, store_auto: bool = False, mode: Mode = "auto",
+    def __init__(self, ehr: Any = None, *, memory: Any = None, llm: Any = None,
+                 llm_overrides: dict[str, Any] | None = None, settings: AgentSettings | None = None,
+                 store_auto: bool = False, mode: Mode = "auto",
                  history_tokens: int = DEFAULT_HISTORY_TOKENS, keep_conversation: bool = True,
                  reuser: Any = None) -> None:
         self.mode = mode  # sets ``strategies``, the ways to answer tried in order
@@ -226,8 +227,9 @@ class Session:
         return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
 
     def import_knowledge(self, path: str | None = None) -> str:
-        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against the database, store it, and reconnect so
-        the next question uses it; returns one sentence saying what changed. Raises
+        """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against
+        the database, store it, and reconnect so the next question uses it; returns one sentence
+        saying what changed. Raises
         ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
         from ehr_magic.db import connect
         from ehr_magic.knowledge import store as knowledge_store

@@ -26,6 +26,7 @@ from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings, Event
 from ehr_magic.agent.turns import ConversationContext
 from ehr_magic.errors import ConfigError
+from ehr_magic.memory import EntryNotFoundError
 from ehr_magic.memory.examples import MemoryExamples
 from ehr_magic.runtime.executor import Executor, code_namespace, is_empty_answer
 from ehr_magic.safety.privacy import preview
@@ -109,7 +110,7 @@ class AdaptedReuse:
             entry_knowledge = ""
             try:
                 entry_knowledge = session.memory.get(result.entry_id).knowledge
-            except Exception:  # noqa: BLE001 - the entry may have been deleted meanwhile
+            except EntryNotFoundError:  # deleted meanwhile: the answer stands without its knowledge
                 pass
             return Answer(question=question, status="answered", answer=result.answer, code=result.code,
                           knowledge=entry_knowledge, message=result.message, source="memory",

@@ -134,7 +134,8 @@ def _pandas(name: str, value: Any, level: str) -> str:
         shape = f"{rows:,} values of dtype {value.dtype}"
     text = f"`{name}`: pandas {type(value).__name__}, {shape}"
     if level == "full" and 0 < rows <= HUGE_ROWS:
-        text += f"; first rows: {_short(value.head(SAMPLE_ROWS).to_dict('records') if hasattr(value, 'columns') else list(value.head(SAMPLE_ROWS)))}"
+        head = value.head(SAMPLE_ROWS)
+        text += f"; first rows: {_short(head.to_dict('records') if hasattr(value, 'columns') else list(head))}"
     return text
 
 

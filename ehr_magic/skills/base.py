@@ -76,7 +76,7 @@ def scope(stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, a
     if as_of is not None:
         try:
             when = parse_time(as_of)
-        except Exception as exc:  # noqa: BLE001 - any unparsable value is the caller's mistake
+        except ValueError as exc:  # an unreadable time is the caller's mistake
             raise SkillError(f"as_of must be a datetime or 'YYYY-MM-DD HH:MM:SS': {sentences(exc)}") from None
     return Scope(_ids("stay_ids", stay_ids), _ids("hadm_ids", hadm_ids), _ids("subject_ids", subject_ids), when)
 

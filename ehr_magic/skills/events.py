@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ehr_magic.skills.base import LOOKBACK_HOURS, Context, in_list
 from ehr_magic.skills.items import (
+    Concept,
     CONCEPTS, SPECIMEN_TYPE_ITEM, URINE_NEGATIVE_ITEMS, URINE_OUTPUT_ITEMS, VASOPRESSORS,
     VENTILATION_PROCEDURES, VENTILATOR_CHART_ITEMS,
 )
@@ -38,7 +39,7 @@ def gcs_sql(ctx: Context) -> str:
     eye, verbal, motor = (CONCEPTS[n] for n in ("gcs_eye", "gcs_verbal", "gcs_motor"))
     ids = eye.itemids + verbal.itemids + motor.itemids
 
-    def part(c) -> str:  # noqa: ANN001
+    def part(c: Concept) -> str:
         return (f"max(CASE WHEN e.itemid IN ({', '.join(map(str, c.itemids))}) "
                 f"AND e.valuenum BETWEEN {c.low} AND {c.high} THEN e.valuenum END)")
 
@@ -65,7 +66,7 @@ def bp_sql(ctx: Context) -> str:
     c = {n: CONCEPTS[n] for n in ("sbp", "dbp", "map", "heart_rate")}
     ids = sum((x.itemids for x in c.values()), ())
 
-    def avg(x) -> str:  # noqa: ANN001
+    def avg(x: Concept) -> str:
         return (f"avg(CASE WHEN e.itemid IN ({', '.join(map(str, x.itemids))}) "
                 f"AND e.valuenum BETWEEN {x.low} AND {x.high} THEN e.valuenum END)")
 
@@ -116,8 +117,8 @@ def abg_ctes(ctx: Context) -> list[tuple[str, str]]:
             f"AND c.charttime BETWEEN g.charttime - INTERVAL {FIO2_CHART_HOURS} HOUR AND g.charttime "
             f"AND {fio2_fraction_sql('c.valuenum')} IS NOT NULL)")
     vent = ventilation_sql(ctx)
-    ventilated = (f"EXISTS (SELECT 1 FROM vent v WHERE v.key = g.key AND g.charttime BETWEEN v.starttime "
-                  f"AND v.endtime)" if vent else "FALSE")
+    ventilated = ("EXISTS (SELECT 1 FROM vent v WHERE v.key = g.key AND g.charttime BETWEEN v.starttime "
+                  "AND v.endtime)" if vent else "FALSE")
     specimen = "l.specimen_id" if by_specimen else "NULL::BIGINT"
     abg = f"""
     SELECT key, charttime, pao2, coalesce(fio2_lab, fio2_chart) AS fio2,

@@ -146,7 +146,7 @@ EHRSQL_MIMIC_IV = SchemaItems(
 SCHEMAS = {s.name: s for s in (MIMIC_IV, EHRSQL_MIMIC_IV)}
 
 
-def schema_items(ehr) -> SchemaItems:  # noqa: ANN001 - any EHR-like object
+def schema_items(ehr: object) -> SchemaItems:  # any EHR-like object: only its schema name is read
     """The item layout of ``ehr``; MIMIC-IV-shaped databases of another name count as mimic_iv."""
     found = SCHEMAS.get(getattr(ehr, "schema", ""))
     if found is not None:

@@ -72,7 +72,7 @@ def _load_builtins() -> None:
     if _LOADED.is_set():
         return
     with _LOADING:  # generated code may run in several threads; nobody sees a half-filled catalog
-        import ehr_magic.skills.calculator_cards  # noqa: F401  (registers the calculators)
+        import ehr_magic.skills.calculator_cards  # registers the calculators
         import ehr_magic.skills.scores  # noqa: F401  (registers the EHR skills)
 
         _LOADED.set()

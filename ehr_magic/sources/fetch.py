@@ -216,7 +216,7 @@ def copy_mimic_iv_demo(
 
 
 def _get(url: str, timeout: float) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (URL is http(s) by construction)
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # the URL is http(s) by construction
         return response.read()
 
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
-def ehrsql_db(synthea_db: Path, tmp_path: Path) -> Path:  # noqa: F811
+def ehrsql_db(synthea_db: Path, tmp_path: Path) -> Path:
     """The database ``lab`` serves: here a copy of the Synthea folder's (imports write into it)."""
     db = tmp_path / "synthea.duckdb"
     shutil.copy(synthea_db, db)

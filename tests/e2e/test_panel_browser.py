@@ -101,7 +101,8 @@ def lab(ehrsql_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     log = (tmp_path / "lab.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--ServerApp.allow_root=True", f"--IdentityProvider.token={token}",
+         f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--ServerApp.allow_root=True",
+         f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root}", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
          "--LabApp.expose_app_in_browser=True"],
         env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
@@ -115,7 +116,8 @@ def lab(ehrsql_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                    raise RuntimeError("JupyterLab did not start:\n"
+                                       + (tmp_path / "lab.log").read_text()[-3000:]) from None
                 time.sleep(0.3)
         yield {"url": f"{base}/lab/tree/analysis.ipynb?token={token}&reset", "memory": memory, "llm": server,
                "log": tmp_path / "lab.log"}

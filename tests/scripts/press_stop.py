@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fake server
-from fake_llm import FakeLLMServer, FakeReply  # noqa: E402
+from fake_llm import FakeLLMServer, FakeReply
 
 server = FakeLLMServer().start()
 os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="test-key", EHR_MAGIC_MODEL="fake-model")

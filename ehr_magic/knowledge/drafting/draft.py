@@ -77,13 +77,13 @@ def dataset_clock(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> D
     for t, c in events:
         if _as_datetime(c.high) > now:
             capped = con.execute(f"SELECT max({quote(c.name)}) FROM {quote(t.name)} WHERE {quote(c.name)} <= ?",
-                                 [limit]).fetchone()[0]
+                                 [limit]).fetchall()[0][0]
             if capped is not None and _as_datetime(capped) > now:
                 now, source = _as_datetime(capped), f"{t.name}.{c.name}"
     later = []
     for t, c in events:
         if _as_datetime(c.high) > now:
-            n = con.execute(f"SELECT count(*) FROM {quote(t.name)} WHERE {quote(c.name)} > ?", [now]).fetchone()[0]
+            n = con.execute(f"SELECT count(*) FROM {quote(t.name)} WHERE {quote(c.name)} > ?", [now]).fetchall()[0][0]
             later.append((f"{t.name}.{c.name}", int(n), c.high))
     return DatasetClock(now, source, tuple(later))
 

@@ -27,7 +27,7 @@ import duckdb
 
 from ehr_magic.knowledge.drafting import naming
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.knowledge.drafting.profiling import OPAQUE, ROW_NUMBERS, Column, Table, sampled
+from ehr_magic.knowledge.drafting.profiling import OPAQUE, ROW_NUMBERS, Column, Table, int_range, sampled
 
 NAMED_SHARE = 0.9  # share of a named column's values found in the key
 VALUE_SHARE = 0.98  # the same for a column joined on its values alone
@@ -97,8 +97,9 @@ def _sourceable(table: Table, column: Column) -> bool:
 def _compatible(column: Column, target: Column) -> bool:
     if column.text != target.text or column.integer != target.integer:
         return False
-    if column.integer and None not in (column.low, column.high, target.low, target.high):
-        return column.low <= target.high and column.high >= target.low
+    ours, theirs = int_range(column), int_range(target)
+    if ours is not None and theirs is not None:
+        return ours[0] <= theirs[1] and ours[1] >= theirs[0]
     return True
 
 
@@ -151,8 +152,8 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
     for (table_name, column_name), plan in plans.items():
         table, column = tables[table_name], tables[table_name].columns[column_name]
         found = _shares(con, table, column, [k for k, _ in plan])
-        for key, share in found.items():
-            shares[(table_name, column_name, key)] = share
+        for kid, share in found.items():
+            shares[(table_name, column_name, kid)] = share
         # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n), or
         # its names explain every word of the column's and the column names most of its values
         # (visit numbers 1..n in enc -> enc_2023."visit#"; not a visit_number 1..3 -> visits.id).
@@ -270,7 +271,10 @@ def _shares(con: duckdb.DuckDBPyConnection, table: Table, column: Column, keys: 
 
 def _chance(con: duckdb.DuckDBPyConnection, column: Column, keys: list[_Key]) -> dict[int, float]:
     """Share of integers spread evenly over the column's range that are values of each key."""
-    low, high = int(column.low), int(column.high)
+    bounds = int_range(column)
+    if bounds is None:
+        return {}
+    low, high = bounds
     ids = ", ".join(str(k.kid) for k in keys)
     rows = con.execute(
         f"WITH s AS (SELECT DISTINCT hash(({low} + (i * ({high} - {low})) // 1999)::BIGINT::VARCHAR) AS h "
@@ -304,7 +308,7 @@ def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], k
                     sample = _sample(table, first, expression)
                     found, total = con.execute(
                         f"WITH s AS ({sample}) SELECT count(k.h), count(*) FROM s LEFT JOIN "
-                        f"(SELECT DISTINCT {pairs} AS h FROM {quote(key.table.name)}) k ON s.h = k.h").fetchone()
+                        f"(SELECT DISTINCT {pairs} AS h FROM {quote(key.table.name)}) k ON s.h = k.h").fetchall()[0]
                     share = found / total if total else 0.0
                     if share >= NAMED_SHARE and (best is None or share > best.share):
                         best = Join(table.name, first.name, key.table.name, code.name, share, True,

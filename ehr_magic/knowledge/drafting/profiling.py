@@ -171,7 +171,7 @@ def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dic
             parts += [f"min({c}) FILTER (WHERE NOT isnan({c}))", f"max({c}) FILTER (WHERE NOT isnan({c}))"]
         elif column.time or column.number:
             parts += [f"min({c})", f"max({c})"]
-    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchone())
+    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchall()[0])
     rows = int(stats.pop(0))
     for column in columns.values():
         column.non_null, column.distinct = int(stats.pop(0)), int(stats.pop(0) or 0)
@@ -183,7 +183,7 @@ def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dic
         candidate_key = (column.text or column.integer) and column.distinct >= 0.9 * column.non_null
         if column.non_null and (candidate_key or (column.text and column.distinct <= VOCABULARY_MAX * 1.1)):
             query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(table)}"
-            column.distinct = int(con.execute(query).fetchone()[0])
+            column.distinct = int(con.execute(query).fetchall()[0][0])
             column.exact = True
         if column.text and not column.personal and column.opaque < 0.5 and 0 < column.distinct <= VALUE_LIST_MAX:
             column.values = [(str(v), int(n)) for v, n in con.execute(
@@ -208,16 +208,23 @@ def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: li
                   f"avg(regexp_full_match({c}, '{_CODE_VALUE}')::INT)",
                   f"avg(((length(trim({c})) > 1 OR trim({c}) = '%') "
                   f"AND regexp_full_match(lower(trim({c})), '{UNIT_VALUE}'))::INT)"]
-    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {source}").fetchone())
+    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {source}").fetchall()[0])
     for column in text:
         (column.avg_length, column.letters, column.spaced, column.opaque, column.numeric,
          column.codes, column.units) = (float(stats.pop(0) or 0) for _ in range(7))
 
 
+def int_range(column: Column) -> tuple[int, int] | None:
+    """``(low, high)`` of an integer column with values, else None."""
+    if column.integer and isinstance(column.low, int) and isinstance(column.high, int):
+        return column.low, column.high
+    return None
+
+
 def _dense(column: Column, rows: int) -> bool:
     """A 0..n-1 or 1..n sequence: what a row number looks like whatever its name."""
-    return (column.integer and column.low in (0, 1) and column.high is not None
-            and int(column.high) - int(column.low) + 1 == rows)
+    bounds = int_range(column)
+    return bounds is not None and bounds[0] in (0, 1) and bounds[1] - bounds[0] + 1 == rows
 
 
 def _keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
@@ -274,7 +281,7 @@ def _composite(con: duckdb.DuckDBPyConnection, table: Table) -> tuple[str, str] 
     for first in wide:
         for second in narrow:
             pair = f"{quote(first.name)}, {quote(second.name)}"
-            n = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {pair} FROM {quote(table.name)})").fetchone()[0]
+            n = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {pair} FROM {quote(table.name)})").fetchall()[0][0]
             if n == table.rows:
                 return first.name, second.name
     return None

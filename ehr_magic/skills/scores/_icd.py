@@ -32,7 +32,7 @@ def condition_flags(ctx: Context, conditions: dict[str, dict[int, tuple[str, ...
     """One row per admission in scope: subject_id, hadm_id, admittime, dischtime and a 0/1 column per
     condition, from the admission's codes known by as_of (and, with ``history``, the codes of the
     patient's earlier admissions)."""
-    scope_rows = (f"dx.hadm_id = k.hadm_id" if not history else
+    scope_rows = ("dx.hadm_id = k.hadm_id" if not history else
                   "dx.subject_id = k.subject_id AND (dx.hadm_id = k.hadm_id OR dx.known <= k.admittime)")
     flags = ", ".join(f"max(CASE WHEN h.cond = '{name}' THEN 1 ELSE 0 END) AS {name}" for name in conditions)
     query = f"""{with_ctes(cohort_cte(ctx, 'admission'), ('dx', diagnoses_sql(ctx)), ('p', prefixes_sql(conditions)))},

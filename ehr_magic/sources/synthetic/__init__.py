@@ -200,7 +200,7 @@ def _chunks_ahead(seed: int, patients: int, now_s: int) -> Iterator[Chunk]:
                 if not put((n, _chunk_tables(seed, chunk, n, now_s, ids))):
                     return
             put(_END)
-        except BaseException as error:  # handed to the consumer, which re-raises it
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer thread, which re-raises it
             put(error)
 
     worker = threading.Thread(target=work, name="ehr-magic-synthetic", daemon=True)

@@ -45,7 +45,6 @@ DRUG_FIELDS = {name: _field(name) for name in (
 
 def prescriptions(rng: Rng, c: Cohort, ids: Ids) -> tuple[dict[str, pa.Array], dict[str, np.ndarray]]:
     """The prescriptions table, plus the order facts that emar needs."""
-    na = c.n_adm
     los = c.disch_s - c.admit_s
     lam = 2.0 + 1.2 * los / DAY + 4.0 * c.icu
     counts = np.minimum(rng.poisson(lam), 80)

@@ -28,7 +28,8 @@ def drgcodes_table(rng: Rng, c: Cohort) -> dict[str, pa.Array]:
     na = c.n_adm
     row = DRG_OF_DX[c.principal]
     n_sec = np.bincount(c.sec_adm, minlength=na)
-    severity = np.clip(np.round(1 + (c.severity - 0.6) * 1.5 + c.icu + c.died + n_sec / 6 + rng.normal(0, 0.4, na)), 1, 4)
+    severity = np.clip(np.round(1 + (c.severity - 0.6) * 1.5 + c.icu + c.died + n_sec / 6
+                                + rng.normal(0, 0.4, na)), 1, 4)
     mortality = np.clip(np.round(1 + (c.age - 50) / 25 + 0.8 * c.icu + 1.5 * c.died + rng.normal(0, 0.5, na)), 1, 4)
     apr = rng.random(na) < 0.85
     adm = np.concatenate([np.arange(na), np.flatnonzero(apr)])
@@ -85,7 +86,8 @@ def omr_table(rng: Rng, c: Cohort) -> dict[str, pa.Array]:
     for flag in (has["bp"], has["bp2"]):
         sbp = np.round(126 + 8 * htn[pat] + rng.normal(0, 15, nv)).astype(np.int64)
         dbp = np.round(0.6 * sbp + rng.normal(0, 7, nv)).astype(np.int64)
-        text = pc.binary_join_element_wise(pc.cast(pa.array(sbp), pa.string()), pc.cast(pa.array(dbp), pa.string()), "/")
+        text = pc.binary_join_element_wise(pc.cast(pa.array(sbp), pa.string()), pc.cast(pa.array(dbp), pa.string()),
+                                           "/")
         add(flag, "Blood Pressure", text)
     bmi = weight_kg / (height_in * 0.0254) ** 2
     add(has["weight"], "Weight (Lbs)", pc.cast(pa.array(np.round(weight_kg * 2.20462, 1)), pa.string()))

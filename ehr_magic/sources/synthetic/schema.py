@@ -8,7 +8,7 @@ PostgreSQL's FLOAT/DOUBLE PRECISION, REAL for REAL, VARCHAR for text.
 
 from __future__ import annotations
 
-I, S, T, D, F, R, V = "INTEGER", "SMALLINT", "TIMESTAMP", "DATE", "DOUBLE", "REAL", "VARCHAR"
+I, S, T, D, F, R, V = "INTEGER", "SMALLINT", "TIMESTAMP", "DATE", "DOUBLE", "REAL", "VARCHAR"  # noqa: E741 - short codes
 
 TABLES: dict[str, list[tuple[str, str]]] = {
     "patients": [("subject_id", I), ("gender", V), ("anchor_age", S), ("anchor_year", S),

@@ -1,6 +1,11 @@
-"""What real (local) model servers do that our scripted fake did not: replies without a
-code fence, replies cut off at the token limit, prompts longer than the window, and a
-503 while the model loads. Each ends in one clear sentence."""
+"""Replies real model servers were seen to give, replayed on the fake server (tests/fake_llm.py):
+a program without a code fence, a reply cut off at the token limit, the window errors of
+llama.cpp and of OpenAI/vLLM, a 503 while llama.cpp's server loads its model, and the empty
+event stream llama-cpp-python sends for a streamed prompt longer than its window. Each ends
+in one clear sentence. A replay lets each shape be tested exactly, which a real model does
+not give on demand; what our own real server (llama-cpp-python with SmolLM2, tests/llama_server.py)
+can be made to do, such as a prompt longer than its window, whole and streamed, is tested on it
+in tests/test_local_model.py."""
 
 from __future__ import annotations
 
