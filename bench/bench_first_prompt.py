@@ -242,12 +242,12 @@ def measure(name: str, db: Path, questions: list[tuple[str, str]]) -> None:
                   f"EHRAgent-style {statistics.mean(theirs.values()):,.0f}, ratio {share:.2f} (past the repeated "
                   f"system prefix {uncached:.2f}); gold tables listed {100 * listed / count:.1f}%, "
                   f"full {100 * in_full / count:.1f}%")
-            print(f"      sections (mean tokens): " + ", ".join(
+            print("      sections (mean tokens): " + ", ".join(
                 f"{part} {statistics.mean(values + [0] * (count - len(values))):,.0f}"
                 for part, values in sorted(parts.items(), key=lambda item: -sum(item[1]))))
             print(f"      system messages: {len(systems)} distinct, {system_tokens[0]:,}"
                   + (f"-{system_tokens[-1]:,}" if len(system_tokens) > 1 else "")
-                  + f" tokens: the prefix repeated by every question"
+                  + " tokens: the prefix repeated by every question"
                   + (" (it differs between questions)" if len(systems) > 1 else "")
                   + f", {100 * system_tokens[0] / statistics.mean(ours):.0f}% of the prompt")
             for question, missing in misses:

@@ -468,7 +468,7 @@ def link_values(ehr: Any, question: str) -> Linking:
     still look them up (a database whose lookup columns cannot be read must still be asked)."""
     try:
         return link_question(ehr, question)
-    except Exception:  # noqa: BLE001 - linking only adds to the prompt; it never stops a question
+    except Exception:
         log.warning("Value linking failed for %r", question, exc_info=True)
         return Linking()
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.linking.lookup import Vocabulary
 
@@ -78,6 +79,9 @@ prescribed given received receive diagnosed diagnosis diagnoses procedure proced
 medications lab labs test tests event events often frequent frequently common commonly usually typically
 us low lower lowest high higher highest greater less least above below normal
 """.split())
+
+
+Row = tuple[tuple[str, Any], ...]  # a dictionary row as (column, value) pairs
 
 
 @dataclass(frozen=True)
@@ -325,14 +329,14 @@ class QuestionLinker:
             # the best of each place first, then the next best of each: a term stored in several
             # columns shows each of them before a second value of any
             rank: dict[tuple[str, str], int] = {}
-            order = []
+            order: list[tuple[int, bool, int]] = []
             for item in items:
                 place = (item.table, item.column)
                 rank[place] = rank.get(place, -1) + 1
                 order.append((rank[place], item.score < 99, len(order)))
             items = [items[k] for *_, k in sorted(order)]
             values: list[StoredValue] = []
-            seen: dict[tuple, int] = {}
+            seen: dict[tuple[str, tuple[str, ...]] | None, int] = {}
             repeated = 0
             for item in items:  # a row found through two of its names is listed once, by its first name
                 stored = self._stored(item)
@@ -362,7 +366,9 @@ class QuestionLinker:
         return names.index(stored.column) if shown is not None and stored.column in names else len(names)
 
     def _value(self, item: _Found) -> str:
-        return self._columns[(item.table, item.column)].vocabulary.values[item.index]
+        words = self._columns[(item.table, item.column)]
+        assert words is not None, "a value was found in a column that was never read"
+        return words.vocabulary.values[item.index]
 
     def _stored(self, item: _Found) -> StoredValue:
         value = self._value(item)
@@ -401,9 +407,9 @@ class QuestionLinker:
         """Distinct values of the column; counted only when the table has more rows than the limit."""
         if self.ehr.count(table) <= self.max_values:
             return 0
-        return int(self.ehr.sql(f'SELECT count(DISTINCT "{column}") AS n FROM "{table}"').item())
+        return int(self.ehr.sql(f"SELECT count(DISTINCT {quote(column)}) AS n FROM {quote(table)}").item())
 
-    def _dictionary_rows(self, table: str, column: str, value: str):
+    def _dictionary_rows(self, table: str, column: str, value: str) -> tuple[tuple[Row, ...], int]:
         """The key and context columns of the rows holding ``value`` (dictionary tables only):
         up to ``MAX_ROWS`` of them and how many more."""
         frame = self._rows_of(table, column)
@@ -431,9 +437,9 @@ class QuestionLinker:
             frame = None
             if names:
                 frame = self.ehr.sql(
-                    f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS "__value", '
-                    + ", ".join(f'CAST("{c}" AS VARCHAR) AS "{c}"' for c in names)
-                    + f' FROM "{table}" WHERE "{column}" IS NOT NULL').sort(pl.all())
+                    f'SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS "__value", '
+                    + ", ".join(f"CAST({quote(c)} AS VARCHAR) AS {quote(c)}" for c in names)
+                    + f" FROM {quote(table)} WHERE {quote(column)} IS NOT NULL").sort(pl.all())
             self._rows[key] = frame
         return self._rows[key]
 
@@ -472,8 +478,8 @@ class QuestionLinker:
         texts = [c for c, kind in columns.items() if kind.upper().startswith("VARCHAR") and c != key]
         few: list[str] = []
         if texts:
-            counts = self.ehr.sql("SELECT " + ", ".join(f'count(DISTINCT "{c}") AS "{c}"' for c in texts)
-                                  + f' FROM "{table}"').row(0)
+            counts = self.ehr.sql("SELECT " + ", ".join(f"count(DISTINCT {quote(c)}) AS {quote(c)}" for c in texts)
+                                  + f" FROM {quote(table)}").row(0)
             few = [c for c, n in zip(texts, counts) if 1 < n <= CONTEXT_VALUES]
         # another name of the row (a lookup column of many values), and its short categorical columns
         names = tuple(c for c in lookup if c not in few)

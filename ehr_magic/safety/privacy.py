@@ -28,7 +28,7 @@ import polars as pl
 from ehr_magic.errors import ConfigError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.safety.tables import Tables
-from ehr_magic.safety.masking import HIDDEN, SMALL_CELL, Known, aggregate_rows, is_count_column, mask_text  # noqa: F401
+from ehr_magic.safety.masking import HIDDEN, SMALL_CELL, Known, aggregate_rows, is_count_column, mask_text
 
 Level = Literal["schema", "aggregates", "full"]
 LEVELS: tuple[Level, ...] = ("schema", "aggregates", "full")

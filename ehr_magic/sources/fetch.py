@@ -225,7 +225,7 @@ def _download(url: str, destination: Path, expected: str, timeout: float,
     destination.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     # a short or corrupt download raises inside the block, so it never replaces the destination
-    with urllib.request.urlopen(url, timeout=timeout) as response, files.atomic_write(destination, binary=True) as out:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=timeout) as response, files.atomic_write(destination, binary=True) as out:
         total = int(response.headers.get("Content-Length") or 0)
         done = 0
         while block := response.read(_BLOCK):
