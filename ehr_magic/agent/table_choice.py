@@ -45,6 +45,7 @@ import numpy as np
 from rapidfuzz import fuzz
 
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.text import normalise
 from ehr_magic.memory.similarity import default_tokens
@@ -276,13 +277,10 @@ class TablePicker:
 class _ValueColumn:
     """One column's stored values, for 'how much of one value does the question say'."""
 
-    def __init__(self, vocabulary: Vocabulary) -> None:
+    def __init__(self, vocabulary: Vocabulary | LargeVocabulary) -> None:
         self.vocabulary = vocabulary
         self.word_index = {word: i for i, word in enumerate(vocabulary.words)}
-        counts = [len(p) for p in vocabulary.postings]
-        flat = np.concatenate(vocabulary.postings) if counts else np.zeros(0, dtype=np.int64)
-        # each value's weight: the IDF of its words, summed (a value's words are distinct)
-        self.mass = np.bincount(flat, weights=np.repeat(vocabulary.idf, counts), minlength=len(vocabulary.values))
+        self.mass = vocabulary.value_weights()
 
     def coverage(self, words: set[str]) -> float:
         """The largest share of one value's weight that ``words`` hold. Grammar counts inside a

@@ -23,7 +23,8 @@ from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.db.clock import Clock, Unit
 from ehr_magic.text import parse_time
 from ehr_magic.linking.found import Found
-from ehr_magic.linking.lookup import Vocabulary, VocabularyCache
+from ehr_magic.linking.large_vocabulary import ColumnIndexes, LargeVocabulary
+from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
 from ehr_magic.db.offsets import minutes as _minutes
 from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
@@ -77,7 +78,9 @@ class EHR:
         except BaseException:
             self._engine.close()
             raise
-        self._vocabularies = VocabularyCache(self._distinct_values)
+        # a vocabulary of millions of values (OMOP concepts) is indexed compactly and kept on disk
+        self._vocabularies = ColumnIndexes(self._distinct_series, self.count, identity=self._identity(),
+                                           keep=lambda table, column: (table, column) in self.lookup_columns())
         self._lookup_columns: list[tuple[str, str]] | None = None
 
     # -- queries ---------------------------------------------------------------------------
@@ -182,7 +185,7 @@ class EHR:
                                     and self._table_columns[t].get(c, "").startswith("VARCHAR")]
         return list(self._lookup_columns)
 
-    def vocabulary(self, table: str, column: str) -> Vocabulary:
+    def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
         """The indexed distinct values of ``table.column`` (read once, then cached)."""
         return self._vocabularies.get(self._check_table(table), column)
 
@@ -360,7 +363,21 @@ class EHR:
                     latest = value
         return parse_time(latest) if latest else dt.datetime(2000, 1, 1)
 
+    def _identity(self) -> str:
+        """The database as the indexes kept on disk name it: a file with its size and time of change."""
+        if self._engine.remote:
+            return self.location
+        stat = Path(self._engine.location).stat()
+        return f"{self._engine.location}|{stat.st_size}|{stat.st_mtime_ns}"
+
     def _distinct_values(self, table: str, column: str) -> list[str]:
-        frame = self._run(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" WHERE "{column}" IS NOT NULL')
+        return self._distinct_series(table, column).to_list()
+
+    def _distinct_series(self, table: str, column: str) -> pl.Series:
+        # Our own read for an index, so not under generated code's row cap (a vocabulary of
+        # millions of concept names is looked up, never returned).
+        with limits.row_cap(None):
+            frame = self._run(f'SELECT DISTINCT CAST("{column}" AS VARCHAR) AS v FROM "{table}" '
+                              f'WHERE "{column}" IS NOT NULL')
         # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
-        return sorted(frame.to_series().to_list())
+        return frame.to_series().sort()
