@@ -13,7 +13,8 @@
    builds the index), then the median over many terms of ``ehr.lookup`` on concept_name, ``ehr.find``
    and, where the database offers it, ``ehr.concepts``; and, measured in the same run as a baseline,
    the median of one DuckDB scan of the concept names (``ILIKE '%term%'``), what any lookup that reads
-   the table per call costs. Goal: median lookup <= 100 ms.
+   the table per call costs; last, the first lookup of a second connection (an index kept on disk is
+   read, not built). Goal: median lookup <= 100 ms.
 
     PYTHONPATH=$PWD python bench/bench_omop.py [--skip postgres latency] [--split tune|heldout]
                                               [--misses 8|4] [--concepts 5000000] [--work DIR]
@@ -163,6 +164,9 @@ def lookup_latency(database: Path) -> None:
                   f"{statistics.median(seconds) / statistics.median(scans):.2f}x the scan")
         found = ehr.lookup("concept", "concept_name", "aspirin", k=3)
         print(f"  ehr.lookup('concept', 'concept_name', 'aspirin', k=3) -> {found}")
+    with ehr_magic.connect(database) as ehr:  # a new session: an index kept on disk is read, not built
+        again = timed(lambda: ehr.lookup("concept", "concept_name", TERMS[0]))
+        print(f"  first ehr.lookup of the next connection: {again:.1f} s")
 
 
 def main() -> None:
@@ -176,6 +180,7 @@ def main() -> None:
     args = parser.parse_args()
     asked = questions(args.split)
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["EHR_MAGIC_CACHE_DIR"] = str(Path(tmp) / "cache")  # indexes kept on disk: this run's own
         work = Path(args.work) if args.work else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         if "duckdb" not in args.skip:
