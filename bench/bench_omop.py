@@ -42,7 +42,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL server and the Eunomia copies of the tests
 
 import ehr_magic  # noqa: E402
-from bench_unfamiliar import WINDOWS, coverage  # noqa: E402
+from bench_unfamiliar import WINDOWS  # noqa: E402
+from ehr_magic.agent import Agent, AgentSettings  # noqa: E402
+from ehr_magic.agent.budget import PromptTooLongError  # noqa: E402
+from ehr_magic.llm.window import ContextWindow  # noqa: E402
+from ehr_magic.memory.fewshot import SeedExamples  # noqa: E402
 from ehr_magic.engines import publish  # noqa: E402
 from omop_data import eunomia_path, lowercase_copy  # noqa: E402
 
@@ -59,6 +63,39 @@ def questions(split: str | None) -> dict[str, list[tuple[str, set[str]]]]:
     items = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {s: [(q["question"], set(q["tables"])) for q in items if q["split"] == s]
             for s in SPLITS if split in (None, s)}
+
+
+def coverage(ehr, questions: list[tuple[str, set[str]]], misses: int = 0) -> str:
+    """As ``bench_unfamiliar.coverage``: first-prompt gold-table coverage at each window, listed and
+    in full; a question whose smallest prompt does not fit the window counts as a miss ("too long")."""
+    agent = Agent(ehr, None, examples=SeedExamples(), settings=AgentSettings(shots=4))
+    parts = []
+    for window in WINDOWS:
+        fitted = ContextWindow(window, "bench")
+        covered = in_full = none = shown = full = too_long = 0
+        for question, tables in questions:
+            try:
+                prompt = agent.prompt(question, window=fitted)
+            except PromptTooLongError:
+                too_long += 1
+                if misses == window // 1024:
+                    print(f"    too long: {question}")
+                continue
+            described = set(prompt.tables[:prompt.layout.tables])
+            covered += tables <= set(prompt.tables)
+            in_full += tables <= described
+            none += prompt.layout.tables == 0
+            shown += len(prompt.tables)
+            full += prompt.layout.tables
+            if misses == window // 1024 and not tables <= described:
+                print(f"    miss: {question}\n      gold {sorted(tables)}; full {prompt.tables[:prompt.layout.tables]}"
+                      f"; listed {prompt.tables[prompt.layout.tables:]}")
+        fitting = max(1, len(questions) - too_long)
+        parts.append(f"{window // 1024}k listed {100 * covered / len(questions):5.1f}% full "
+                     f"{100 * in_full / len(questions):5.1f}% ({covered}/{in_full}/{len(questions)}, "
+                     f"{too_long} too long, {none} with no table in full; tables {shown / fitting:.1f} of "
+                     f"{len(ehr.tables())}, {full / fitting:.1f} in full)")
+    return ", ".join(parts)
 
 
 def first_prompts(name: str, target: str | Path, asked: dict[str, list[tuple[str, set[str]]]], misses: int) -> None:
