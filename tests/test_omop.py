@@ -158,3 +158,30 @@ def test_another_schema_has_no_concepts_and_says_so(ehrsql_db: Path) -> None:
             ehr.concepts("aspirin")
         with pytest.raises(AttributeError, match="no attribute 'conceptz'"):
             ehr.conceptz  # noqa: B018
+
+
+# -- memory keys on the schema ---------------------------------------------------------------------
+
+
+def test_a_cell_accepted_on_one_omop_database_answers_another(tmp_path: Path, fake_llm) -> None:
+    from ehr_magic.memory import MemoryStore
+    from ehr_magic.session import Session
+
+    from omop_data import shifted_copy
+
+    question = "Which patient with viral sinusitis has the lowest id?"
+    code = ("answer = ehr.sql(\"SELECT min(co.person_id) AS person FROM condition_occurrence co "
+            "WHERE co.condition_concept_id IN (SELECT concept_id FROM concept WHERE concept_name = 'Viral sinusitis')\")"
+            ".item()")
+    store = MemoryStore(tmp_path / "memory.sqlite")
+    other = shifted_copy(tmp_path / "other.duckdb", offset=1_000_000)
+    with ehr_magic.connect(eunomia_path()) as first:
+        lowest = first.sql("SELECT min(person_id) FROM condition_occurrence WHERE condition_concept_id = 40481087").item()
+        assert Session(first, memory=store).accept(question, code) is not None
+    with ehr_magic.connect(other) as second:
+        assert second.schema == "omop_cdm" and second.dataset != first.dataset
+        answer = Session(second, memory=store).ask(question)
+    assert (answer.status, answer.source) == ("answered", "memory")
+    assert answer.answer == lowest + 1_000_000  # run on the other database, with its own ids
+    assert fake_llm.chat_requests() == []
+    store.close()
