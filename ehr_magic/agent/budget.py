@@ -55,7 +55,7 @@ Messages = list[dict[str, str]]
 
 
 SCHEMA_SHARE = 0.35  # of the window, at most, for the chosen tables' descriptions (full and one-line)
-MIN_FULL = 3  # the best tables described in full, when they fit the share, before any more in one line
+MIN_FULL = 4  # the best tables described in full, when they fit the share, before any more in one line
 
 
 def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int) -> tuple[int, int]:
