@@ -65,10 +65,9 @@ def concepts(ehr: Any, text: str, domain: str | None = None, standard: bool = Tr
     alternatives = clinical_vocabulary().alternatives(text)
     asked = max(_NAMES_PER_CONCEPT * k, 50)
     found: list[pl.DataFrame] = []
-    if index.name_column is not None:
-        names = [(v, s) for v, s in ehr.vocabulary("concept", index.name_column).match(text, asked, alternatives)
-                 if s >= min_score]
-        found.append(_scored(index.by_name.rows(v for v, _ in names), "concept_name", names, "name"))
+    table, column = index.name_column
+    names = [(v, s) for v, s in ehr.vocabulary(table, column).match(text, asked, alternatives) if s >= min_score]
+    found.append(_scored(index.by_name.rows(v for v, _ in names), "concept_name", names, "name"))
     if index.synonyms is not None:
         table, column = index.synonym_column
         names = [(v, s) for v, s in ehr.vocabulary(table, column).match(text, asked, alternatives) if s >= min_score]
@@ -133,9 +132,9 @@ class _Index:
     by_name: _Sorted
     by_code: _Sorted
     by_id: _Sorted
-    name_column: str | None  # concept's name column as this database spells it
+    name_column: tuple[str, str]  # concept and its name column, as this database spells them
     synonyms: _Sorted | None  # concept_synonym (name, concept_id) by name
-    synonym_column: tuple[str, str]
+    synonym_column: tuple[str, str]  # concept_synonym and its name column, as this database spells them
 
 
 _indexes: weakref.WeakKeyDictionary[Any, _Index] = weakref.WeakKeyDictionary()
@@ -150,10 +149,15 @@ def _index(ehr: Any) -> _Index:
         return index
 
 
+def _table(ehr: Any, table: str) -> str | None:
+    """``table`` as this database spells it, None if it has none."""
+    return next((t for t in ehr.tables() if t.lower() == table), None)
+
+
 def _real(ehr: Any, table: str) -> dict[str, str]:
     """Lower-case column name -> the column as this database spells it ({} for a missing or
     header-only table)."""
-    name = next((t for t in ehr.tables() if t.lower() == table), None)
+    name = _table(ehr, table)
     if name is None or not lowered({name: ehr.columns(name)}).get(table):
         return {}
     return {c.lower(): c for c in ehr.columns(name)}
@@ -162,7 +166,7 @@ def _real(ehr: Any, table: str) -> dict[str, str]:
 def _select(ehr: Any, table: str, columns: dict[str, str], *, where: str = "") -> pl.DataFrame:
     """``columns`` (our name -> an expression over the real, quoted column) of ``table``, read in
     full for our own index (so not under generated code's row cap)."""
-    real = next(t for t in ehr.tables() if t.lower() == table)
+    real = _table(ehr, table)
     select = ", ".join(f"{expression} AS {name}" for name, expression in columns.items())
     with limits.row_cap(None):
         return ehr._run(f'SELECT {select} FROM "{real}"{where}', what=f"reading {table}")
@@ -178,16 +182,14 @@ def _build(ehr: Any) -> _Index:
                if c in concept else "CAST(NULL AS VARCHAR)" for c in COLUMNS}
     frame = _select(ehr, "concept", columns)
     synonym = _real(ehr, "concept_synonym")
-    synonyms = None
+    synonyms, synonym_column = None, ("", "")
     if {"concept_id", "concept_synonym_name"} <= set(synonym):
         pairs = _select(ehr, "concept_synonym", {"name": f'CAST("{synonym["concept_synonym_name"]}" AS VARCHAR)',
                                                  "concept_id": f'CAST("{synonym["concept_id"]}" AS BIGINT)'})
         synonyms = _Sorted(pairs, "name")
+        synonym_column = (_table(ehr, "concept_synonym"), synonym["concept_synonym_name"])
     return _Index(_Sorted(frame, "concept_name"), _Sorted(frame, "concept_code"), _Sorted(frame, "concept_id"),
-                  concept["concept_name"], synonyms,
-                  (next(t for t in ehr.tables() if t.lower() == "concept_synonym"), synonym.get("concept_synonym_name",
-                                                                                                ""))
-                  if synonyms is not None else ("", ""))
+                  (_table(ehr, "concept"), concept["concept_name"]), synonyms, synonym_column)
 
 
 # -- steps -----------------------------------------------------------------------------------------
