@@ -177,7 +177,7 @@ def test_a_cell_accepted_on_one_omop_database_answers_another(tmp_path: Path, fa
     other = shifted_copy(tmp_path / "other.duckdb", offset=1_000_000)
     with ehr_magic.connect(eunomia_path()) as first:
         lowest = first.sql("SELECT min(person_id) FROM condition_occurrence WHERE condition_concept_id = 40481087").item()
-        assert Session(first, memory=store).accept(question, code) is not None
+        assert Session(first, memory=store).cells.remember(question, code) is not None
     with ehr_magic.connect(other) as second:
         assert second.schema == "omop_cdm" and second.dataset != first.dataset
         answer = Session(second, memory=store).ask(question)

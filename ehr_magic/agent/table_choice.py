@@ -164,15 +164,19 @@ class TableChoice:
 
     def needed(self, share: float = FULL_SHARE, most: int = MAX_FULL) -> int:
         """How many of the first ``tables`` the question needs described in full: those scoring
-        at least ``share`` of the best, at most ``most``; a table chosen only as the spine (most
-        questions pass through admissions) needs no more than its line in the index."""
+        at least ``share`` of the best, at most ``most``, and then the spine when it was chosen only
+        as such (ranked right after them): most questions count or join through it (patients,
+        admissions, visits), so it is described too, and the window's budget decides whether it fits."""
         best = max(self.scores.values(), default=0.0)
-        count = 0
+        count = spine = 0
         for table in self.tables:
-            if table in self.spine_only or self.scores[table] < share * best or count == most:
+            if table in self.spine_only:
+                spine += 1
+                continue
+            if spine or self.scores[table] < share * best or count == most:
                 break
             count += 1
-        return max(1, count) if self.tables else 0
+        return max(1, count + spine) if self.tables else 0
 
 
 class TablePicker:
@@ -236,6 +240,9 @@ class TablePicker:
         # (a word inside a longer term it found counts for that term only)
         coverage = self._value_coverage(question) if linked is None else \
             {t: v for t, v in linked.items() if t in self.tables}
+        if linked is not None:  # linking knows a dictionary's values, not the tables that record its codes
+            for table, share in self._value_coverage(question, recorded_only=True).items():
+                coverage[table] = max(coverage.get(table, 0.0), share)
         for table, share in coverage.items():
             # squared: a whole value counts in full, a third of a long title hardly at all
             scores[table] += _WHOLE_VALUE_SCORE * share ** 2
@@ -312,7 +319,7 @@ class TablePicker:
             return re.compile(r"(?!)")
         return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
 
-    def _value_coverage(self, question: str) -> dict[str, float]:
+    def _value_coverage(self, question: str, *, recorded_only: bool = False) -> dict[str, float]:
         """Table -> how much of its best stored value the question says (0-1, IDF-weighted within
         the column): 'urea nitrogen' says all of a lab label, while 'percentile' and 'age' say a
         little of many diagnosis titles. The best single value counts, never a sum over values, so
@@ -321,6 +328,8 @@ class TablePicker:
         own: dict[str, float] = {}
         recorded: dict[str, float] = {}
         for table, column in self._value_columns():
+            if recorded_only and not column.recorded:
+                continue
             coverage = column.coverage(words)
             found = recorded if column.recorded else own
             if coverage > found.get(table, 0.0):
