@@ -73,7 +73,8 @@ def name_score(source: Table, column: Column, key: _Key) -> float:
     key_words = naming.meaningful(target.original or target.name)
     table_words = naming.meaningful(key.table.original or key.table.name)
     # The key's own name, or it after a role (spec_itemid, supervising_provider_id -> provider_id).
-    same = column.name == target.name or (column.name.endswith(target.name) and len(target.name) >= 4)
+    own, theirs = column.name.lower(), target.name.lower()  # names match in any case
+    same = own == theirs or (own.endswith(theirs) and len(theirs) >= 4)
     score = SAME_NAME if same and key_words else 0.0
     score += len(said & (key_words | table_words))
     if score:
@@ -83,7 +84,7 @@ def name_score(source: Table, column: Column, key: _Key) -> float:
 
 def _sourceable(table: Table, column: Column) -> bool:
     return (column.non_null > 0 and (column.text or column.integer) and column.name != table.row_number
-            and column.name not in ROW_NUMBERS and not (column.text and column.spaced > 0.5)
+            and column.name.lower() not in ROW_NUMBERS and not (column.text and column.spaced > 0.5)
             and not (column.personal and not column.identifier_like))
 
 

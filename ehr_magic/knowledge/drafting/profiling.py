@@ -280,11 +280,11 @@ def _keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
     unique = [c for c in table.columns.values()
               if c.exact and c.non_null == table.rows and c.distinct == table.rows
               and (c.text or c.integer) and not (c.text and c.spaced > 0.5)]
-    row_numbers = [c for c in unique if c.name in ROW_NUMBERS or _dense(c, table.rows)]
+    row_numbers = [c for c in unique if c.name.lower() in ROW_NUMBERS or _dense(c, table.rows)]
     others = [c for c in unique if c not in row_numbers]
     if not others and len(row_numbers) > 1:
         # Two dense sequences: the one named like a row number is the row number.
-        named = [c for c in row_numbers if c.name in ROW_NUMBERS]
+        named = [c for c in row_numbers if c.name.lower() in ROW_NUMBERS]
         if named and len(named) < len(row_numbers):
             others = [c for c in row_numbers if c not in named]
             row_numbers = named
@@ -337,10 +337,10 @@ def settle_row_numbers(con: duckdb.DuckDBPyConnection, tables: dict[str, Table])
     """A dense sequence that other tables repeat under the same name is a natural key (a
     department 1..n that visits refer to), not a row number: row numbers are unique in
     every table that has them."""
-    repeated = {c.name for t in tables.values() for c in t.columns.values()
+    repeated = {c.name.lower() for t in tables.values() for c in t.columns.values()
                 if c.non_null and (not c.exact or c.distinct < c.non_null)}
     for table in tables.values():
-        natural = [name for name in table.sequences if name not in ROW_NUMBERS and name in repeated]
+        natural = [name for name in table.sequences if name.lower() not in ROW_NUMBERS and name.lower() in repeated]
         if natural:
             table.sequences = tuple(name for name in table.sequences if name not in natural)
             _settle(con, table, [table.columns[name] for name in (*table.unique, *natural)])
