@@ -42,6 +42,7 @@ from ehr_magic.db.header_rows import empty_select
 from ehr_magic.engines import Engine
 from ehr_magic.engines.base import first_line
 from ehr_magic.errors import DatabaseError, EhrMagicError
+from ehr_magic.safety import limits
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import TOP_STATEMENTS, Knowledge
 from ehr_magic.knowledge.store import keep_confirmed, statements, write_text_atomic
@@ -51,6 +52,7 @@ Progress = Callable[[str, int, int], None]
 
 FOLDER = "attached"  # under the user data folder
 SERVER_SAMPLE = 100_000  # rows of a server's table copied for drafting, at most
+DRAFT_MEMORY = "256MB"  # DuckDB's memory for drafting, whatever the data's size (it spills past it)
 FULL, FILL = "full", "fill"  # a whole knowledge file, or the drafted tables a packaged one lacks
 _SLUG = re.compile(r"[^0-9a-z]+")
 
@@ -256,7 +258,7 @@ def draft_tables(engine: Engine, columns: Mapping[str, Mapping[str, str]], empty
     from ehr_magic.knowledge.drafting import draft as drafting
 
     notes = notes if notes is not None else []
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:", config=limits.duckdb_config(memory_limit=DRAFT_MEMORY))
     try:
         attached = engine.attach_to(con, "source")
         readable: list[str] = []
