@@ -74,13 +74,17 @@ def test_eunomia_attached_as_it_is(eunomia: Path) -> None:
         table, column = where.split(".")
         assert table in ehr.tables() and column in ehr.columns(table)  # the connect line says where it came from
         assert ehr.clock_text.startswith(f"now {ehr.now:%Y-%m-%d} (") and where in ehr.clock_text
-        assert ehr.attachment is not None and ehr.attachment.path.is_file()
-        assert ehr.attachment.path.parent == paths.data_dir() / "attached"  # the user's data folder
-        kept = yaml.safe_load(ehr.attachment.path.read_text())
-        assert kept["schema"] == ehr.schema and kept["drafted"] is True
-        notes = ehr.connect_notes()
-    assert any(phase.startswith("drafting knowledge: ") for phase in phases)
-    assert any("Knowledge drafted from the data" in note and "not written to" in note for note in notes)
+        attachment = ehr.attachment
+        assert attachment is not None
+        if attachment.text is None:  # a packaged schema describes every table: nothing of ours to keep
+            assert attachment.recognised and kept_files() == [] and attachment.drafted_seconds is None
+        else:  # drafted (all of it, or the tables a packaged schema lacks), kept in the user's data folder
+            assert attachment.path.is_file() and attachment.path.parent == paths.data_dir() / "attached"
+            kept = yaml.safe_load(attachment.path.read_text())
+            assert kept["schema"] == ehr.schema and kept["drafted"] is True
+            assert any(phase.startswith("drafting knowledge: ") for phase in phases)
+            assert any("Knowledge drafted from the data" in note and "not written to" in note
+                       for note in ehr.connect_notes())
     assert digest(eunomia) == before and not Path(f"{eunomia}.wal").exists()  # never written to
     with duckdb.connect(str(eunomia), read_only=True) as con:
         names = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
@@ -99,7 +103,9 @@ def test_header_only_tables_are_empty_and_reported(eunomia: Path) -> None:
         assert ehr.sql("WITH x AS (SELECT person_id FROM death) SELECT count(*) AS n FROM x").item() == 0
         assert ehr.count("cdm_source") == 1  # a real one-row table keeps its row
         assert "column0" not in ehr.knowledge.tables["care_site"].columns
-        assert "header row" in ehr.knowledge.tables["care_site"].description or not ehr.knowledge.drafted
+        # Drafted, the description says why the table is empty; a packaged one describes it as people wrote it.
+        care_site = ehr.knowledge.tables["care_site"]
+        assert "header row" in care_site.description or ehr.knowledge.mark("meaning", "care_site") == "confirmed"
 
 
 def test_column_names_match_in_any_case(eunomia: Path) -> None:
@@ -115,12 +121,15 @@ def test_column_names_match_in_any_case(eunomia: Path) -> None:
 
 
 def test_kept_knowledge_is_reused_and_drafted_again_after_a_table_change(eunomia: Path) -> None:
+    with duckdb.connect(str(eunomia)) as con:  # a local table no data model describes: drafted in any case
+        con.execute("CREATE TABLE clinic_sites AS SELECT DISTINCT care_site_id AS site, 'site ' || care_site_id "
+                    "AS site_label FROM visit_occurrence")
     with ehr_magic.connect(eunomia) as ehr:
         assert ehr.attachment.drafted_seconds is not None
         kept = ehr.attachment.path
     with ehr_magic.connect(eunomia) as ehr:
         assert ehr.attachment.drafted_seconds is None  # read back, not drafted again
-        assert "clinic_notes" not in ehr.tables()
+        assert "clinic_sites" in ehr.knowledge.tables and "clinic_notes" not in ehr.tables()
     with duckdb.connect(str(eunomia)) as con:
         con.execute("CREATE TABLE clinic_notes AS SELECT person_id AS note_person, 'note ' || person_id AS body "
                     "FROM person")
@@ -128,7 +137,7 @@ def test_kept_knowledge_is_reused_and_drafted_again_after_a_table_change(eunomia
         assert ehr.attachment.drafted_seconds is not None and ehr.attachment.path == kept
         knowledge = ehr.knowledge
         assert "clinic_notes" in knowledge.tables and knowledge.mark("meaning", "clinic_notes") == "drafted"
-        assert "clinic_notes" in yaml.safe_load(kept.read_text())["tables"]
+        assert {"clinic_notes", "clinic_sites"} <= set(yaml.safe_load(kept.read_text())["tables"])
 
 
 def test_export_edit_import_keeps_it_outside_the_database(eunomia: Path, tmp_path: Path) -> None:
@@ -165,6 +174,33 @@ def test_the_connect_line_says_the_clock_and_the_empty_tables(eunomia: Path, cap
     assert cli.main(["data", "info", str(eunomia)]) == 0
     out = capsys.readouterr().out
     assert "now 2019-" in out and "treated as empty" in out
+
+
+def test_a_recognised_schema_keeps_its_packaged_knowledge_and_drafts_only_the_rest(ehrsql_db: Path,
+                                                                                   tmp_path: Path) -> None:
+    """The EHRSQL MIMIC-IV tables copied into a plain DuckDB file (no _ehr_meta), with one table of our own."""
+    from ehr_magic.knowledge import model as knowledge_files
+
+    copy = tmp_path / "mimic_copy.duckdb"
+    with duckdb.connect(str(copy)) as con:
+        con.execute(f"ATTACH '{ehrsql_db}' AS src (READ_ONLY)")
+        tables = [row[0] for row in con.execute("SELECT table_name FROM information_schema.tables WHERE "
+                                                "table_catalog = 'src' AND table_name NOT LIKE '\\_%' ESCAPE '\\'").fetchall()]
+        for table in tables:
+            con.execute(f'CREATE TABLE "{table}" AS SELECT * FROM src."{table}"')
+        con.execute("CREATE TABLE ward_rounds AS SELECT hadm_id, 'round ' || (hadm_id % 7) AS round_team "
+                    "FROM src.admissions")
+    packaged = knowledge_files.load("ehrsql_mimic_iv")
+    with ehr_magic.connect(copy) as ehr:
+        assert ehr.schema == "ehrsql_mimic_iv" and ehr.attachment.kind == attach.FILL
+        knowledge = ehr.knowledge
+        assert knowledge.tables["admissions"].row == packaged.tables["admissions"].row
+        assert knowledge.mark("meaning", "admissions") == "confirmed"
+        assert knowledge.mark("meaning", "ward_rounds") == "drafted"
+        assert list(yaml.safe_load(ehr.attachment.path.read_text())["tables"]) == ["ward_rounds"]  # only ours kept
+        assert knowledge_view(ehr).origin.startswith("packaged (")
+    with ehr_magic.connect(copy) as ehr:
+        assert ehr.attachment.drafted_seconds is None and "ward_rounds" in ehr.knowledge.tables
 
 
 # -- the clock -------------------------------------------------------------------------------------
@@ -291,12 +327,13 @@ def test_a_knowledge_file_for_another_database_is_refused(eunomia: Path, tmp_pat
     exported = tmp_path / "clinic.yaml"
     knowledge_io.export_knowledge(other, exported)
     with ehr_magic.connect(eunomia) as ehr:
-        kept = ehr.attachment.path.read_text()
+        kept = {path.name: path.read_bytes() for path in kept_files()}
     with pytest.raises(KnowledgeRefused, match=r"it describes schema 'db_clinic' but .* has schema") as refused:
         knowledge_io.import_knowledge(eunomia, exported)
     assert len(refused.value.problems) == 1
+    assert {path.name: path.read_bytes() for path in kept_files()} == kept
     with ehr_magic.connect(eunomia) as ehr:
-        assert ehr.attachment.path.read_text() == kept and ehr.attachment.drafted_seconds is None
+        assert ehr.attachment.drafted_seconds is None
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------------
