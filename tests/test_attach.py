@@ -21,6 +21,7 @@ import yaml
 import ehr_magic
 import ehr_magic.cli as cli
 from ehr_magic import paths
+from ehr_magic.agent.context import system_prompt
 from ehr_magic.db import attach, knowledge_io
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge.store import KnowledgeRefused
@@ -244,6 +245,7 @@ def test_no_dates_no_clock_and_relative_times_refused(tmp_path: Path) -> None:
         view = knowledge_view(ehr)
         assert view.clock.now is None and view.clock.text.startswith("No clock: no dates in the data")
         assert "no dataset clock" in ehr.knowledge.introduction
+        assert "there is no `ehr.now`" in system_prompt(ehr)  # the model is told, not given a made-up date
 
 
 def test_a_loaded_folder_without_dates_has_no_made_up_clock(tmp_path: Path) -> None:
@@ -317,6 +319,9 @@ def test_a_table_that_cannot_be_read_is_left_out(tmp_path: Path) -> None:
                    for note in notes)
         assert "visits" in ehr.knowledge.tables and "broken" not in ehr.knowledge.tables
         assert ehr.stored_knowledge is None  # a partial draft is not kept
+    with ehr_magic.connect(db) as again:  # ... nor drafted again in this process
+        assert again.attachment.drafted_seconds is None and "visits" in again.knowledge.tables
+        assert any(note.startswith("Table broken cannot be read") for note in again.connect_notes())
     assert digest(db) == before and kept_files() == []
 
 

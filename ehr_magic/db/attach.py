@@ -54,6 +54,9 @@ FOLDER = "attached"  # under the user data folder
 SERVER_SAMPLE = 100_000  # rows of a server's table copied for drafting, at most
 DRAFT_MEMORY = "256MB"  # DuckDB's memory for drafting, whatever the data's size (it spills past it)
 FULL, FILL = "full", "fill"  # a whole knowledge file, or the drafted tables a packaged one lacks
+# Drafts not kept (a table could not be read), by (location, schema, fingerprint): a reconnect in the
+# same process (the agent's prompt reconnects) reuses one rather than drafting again.
+_UNKEPT: dict[tuple[str, str, str], tuple[Knowledge | None, list[str]]] = {}
 _SLUG = re.compile(r"[^0-9a-z]+")
 
 
@@ -188,6 +191,10 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
             here.text, here.kind, here.imported = same.text, same.kind, same.imported
             here.knowledge = _merged(knowledge_files.load(schema), previous) if same.kind == FILL else previous
             return here
+    unkept = _UNKEPT.get((here.location, schema, here.fingerprint))
+    if unkept is not None:
+        here.knowledge, here.notes = unkept[0], list(unkept[1])
+        return here
     previous = _parse(same.text, schema) if same is not None else None
     started = time.perf_counter()
     if recognised is None:
@@ -202,6 +209,8 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         here.drafted_seconds = time.perf_counter() - started
         if complete:
             here.write(here.knowledge.to_yaml(), FULL, imported=False)
+        else:
+            _UNKEPT[(here.location, schema, here.fingerprint)] = (here.knowledge, list(here.notes))
     else:
         base = previous if previous is not None and same.kind == FULL else knowledge_files.load(schema)
         described = {table.lower() for table in base.tables}
@@ -217,12 +226,12 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
                 here.notes.append(str(exc))
                 complete = False
         here.knowledge = _merged(base, fill) if fill is not None else base
-        if base is previous:  # an imported file: kept whole, the new tables drafted into it
-            if complete:
-                here.write(here.knowledge.to_yaml(), FULL, imported=same.imported)
+        if not complete:
+            _UNKEPT[(here.location, schema, here.fingerprint)] = (here.knowledge, list(here.notes))
+        elif base is previous:  # an imported file: kept whole, the new tables drafted into it
+            here.write(here.knowledge.to_yaml(), FULL, imported=same.imported)
         elif fill is not None:
-            if complete:
-                here.write(fill.to_yaml(), FILL)
+            here.write(fill.to_yaml(), FILL)
         elif stored is not None:
             here.forget()  # every table is described by the package now: nothing of ours to keep
     return here
