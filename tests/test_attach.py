@@ -204,6 +204,43 @@ def test_a_recognised_schema_keeps_its_packaged_knowledge_and_drafts_only_the_re
         assert ehr.attachment.drafted_seconds is None and "ward_rounds" in ehr.knowledge.tables
 
 
+def test_ids_stored_as_doubles_are_ids(tmp_path: Path) -> None:
+    db = tmp_path / "loose.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE items AS SELECT i::DOUBLE AS item_id, 'item ' || i AS label FROM range(1, 60) t(i)")
+        con.execute("CREATE TABLE events AS SELECT (1000 + i)::DOUBLE AS event_id, (1 + i % 59)::BIGINT AS item_id, "
+                    "(i % 7)::DOUBLE AS amount FROM range(0, 500) t(i)")
+    with ehr_magic.connect(db) as ehr:
+        knowledge = ehr.knowledge
+        assert knowledge.tables["items"].key == "item_id" and knowledge.tables["events"].key == "event_id"
+        assert "items ON events.item_id = items.item_id" in knowledge.tables["events"].joins  # 1 matches 1.0
+
+
+def test_a_database_without_knowledge_exports_a_drafted_template(tmp_path: Path) -> None:
+    from ehr_magic.db.build import building, write_metadata
+
+    db = tmp_path / "clinic.duckdb"
+    with building(db) as con:
+        con.execute("CREATE TABLE wards AS SELECT i AS ward_id, 'ward ' || i AS ward_name FROM range(1, 20) t(i)")
+        con.execute("CREATE TABLE stays AS SELECT i AS stay_id, 1 + i % 19 AS ward_id, "
+                    "TIMESTAMP '2024-01-01 08:00' + INTERVAL (i) HOUR AS admitted FROM range(300) t(i)")
+        write_metadata(con, schema="clinic_2024", source="hand-built", now="2024-01-13 19:00:00", dataset="clinic")
+    before = digest(db)
+    with ehr_magic.connect(db) as ehr:
+        assert ehr.knowledge is None  # built by ehr-magic, for a schema nobody described
+    exported = tmp_path / "clinic.yaml"
+    template = knowledge_io.export_knowledge(db, exported)
+    data = yaml.safe_load(exported.read_text())
+    assert data["schema"] == "clinic_2024" and data["drafted"] is True and set(data["tables"]) == {"stays", "wards"}
+    assert "wards ON stays.ward_id = wards.ward_id" in data["tables"]["stays"]["joins"] and template.tables
+    assert digest(db) == before  # a template: written to the file asked for, kept nowhere else
+    session = Session()
+    session.connect(str(db))
+    edited = session.edit_knowledge(str(tmp_path / "edit.yaml"))
+    assert edited.written and yaml.safe_load(edited.path.read_text())["tables"]["stays"]["key"] == "stay_id"
+    session.ehr.close()
+
+
 # -- the clock -------------------------------------------------------------------------------------
 
 
