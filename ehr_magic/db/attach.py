@@ -42,10 +42,10 @@ from ehr_magic.db.header_rows import empty_select
 from ehr_magic.engines import Engine
 from ehr_magic.engines.base import first_line
 from ehr_magic.errors import DatabaseError, EhrMagicError
-from ehr_magic.safety import limits
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import TOP_STATEMENTS, Knowledge
 from ehr_magic.knowledge.store import keep_confirmed, statements, write_text_atomic
+from ehr_magic.safety import limits
 from ehr_magic.version import __version__
 
 Progress = Callable[[str, int, int], None]
@@ -183,8 +183,8 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         def progress(phase: str, done: int, total: int) -> None:
             said(f"drafting knowledge: {phase}", done, total)
 
-    stored = here.read()
-    same = stored if stored is not None and stored.schema == schema else None
+    kept = here.read()
+    same = kept if kept is not None and kept.schema == schema else None
     if same is not None and same.fingerprint == here.fingerprint:
         previous = _parse(same.text, schema)
         if previous is not None:
@@ -232,7 +232,7 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
             here.write(here.knowledge.to_yaml(), FULL, imported=same.imported)
         elif fill is not None:
             here.write(fill.to_yaml(), FILL)
-        elif stored is not None:
+        elif kept is not None:
             here.forget()  # every table is described by the package now: nothing of ours to keep
     return here
 
@@ -363,8 +363,9 @@ def _reworded(knowledge: Knowledge, engine: Engine, name: str, empty: Mapping[st
                 "reads it as an empty table with those columns."))
         tables[table] = info
     conventions = tuple(rule for rule in knowledge.conventions if "whole file" not in rule)
-    conventions = (f"Column types are the database's own ({engine.name}); ranges, value lists and empty shares "
-                   "were measured on the data, on a fixed sample of the biggest tables.",) + conventions
+    measured = (f"Column types are the database's own ({engine.name}); ranges, value lists and empty shares were "
+                "measured on the data, on a fixed sample of the biggest tables.")
+    conventions = (measured, *conventions)
     if fill_for is not None:
         return dataclasses.replace(
             knowledge, title=f"{name}: tables {fill_for} does not describe", tables=tables, clock=(),
