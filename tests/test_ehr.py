@@ -117,7 +117,7 @@ def test_bad_database_paths(tmp_path: Path) -> None:
         ehr_magic.connect(tmp_path / "missing.duckdb")
     junk = tmp_path / "junk.duckdb"
     junk.write_text("not a database")
-    with pytest.raises(DatabaseError, match="Cannot open"):
+    with pytest.raises(DatabaseError, match="junk.duckdb is not a DuckDB database file"):
         ehr_magic.connect(junk)
     assert junk.read_text() == "not a database"
 

@@ -46,7 +46,7 @@ def test_a_redraft_keeps_what_a_person_confirmed(synthea_db: Path, tmp_path: Pat
         assert knowledge.mark("meaning", "patients") == "drafted"
         assert knowledge.tables["careplans"].joins == (JOIN.replace("encounters", "careplans"),
                                                        "encounters ON careplans.encounter = encounters.id")
-        assert knowledge.clock == "encounters.start" and knowledge.mark("clock") == "confirmed"
+        assert knowledge.clock == ("encounters.start",) and knowledge.mark("clock") == "confirmed"
         assert ehr.now == dt.datetime(2024, 2, 2, 20, 27, 14)
         view = knowledge_view(ehr)
         assert view.table("encounters").joins[0].arrow == "encounters.patient -> patients.id"

@@ -60,7 +60,7 @@ def test_lookup_columns_are_names_never_ids() -> None:
     pairs = info.vocabulary_columns()
     assert ("concept", "concept_name") in pairs and ("concept_synonym", "concept_synonym_name") in pairs
     assert not [pair for pair in pairs if pair[1].endswith("_id")]
-    assert info.clock == "cdm_source.source_release_date"
+    assert info.clock[0] == "cdm_source.source_release_date"  # a list of entries, the CDM's own first
 
 
 def test_the_example_concept_names_exist_in_eunomia(con: Any) -> None:

@@ -50,6 +50,8 @@ def _time_rules(ehr: Any) -> str:
     """How time works here: the dataset clock, or minutes from each stay's start (eICU)."""
     if ehr.time_model == "offset":
         return prompts.render("time_offset")
+    if ehr.clock is None:  # calendar data without a single date: no clock, never a made-up one
+        return prompts.render("time_none")
     return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
 
 

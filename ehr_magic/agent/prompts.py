@@ -22,7 +22,8 @@ PROMPT_VERSION = 8  # 3: a table index in the system prompt, the chosen tables i
 NAMES = ("system", "knowledge", "question", "example", "feedback", "observation", "debugger_system", "debugger",
          "reminder", "values",
          "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.turns)
-         "time_calendar", "time_offset")  # how time works: the dataset clock, or offsets from each stay (eICU)
+         # how time works: the dataset clock, offsets from each stay (eICU), or no time at all
+         "time_calendar", "time_offset", "time_none")
 
 
 class PromptError(KeyError):

@@ -49,9 +49,14 @@ def open_database(args: argparse.Namespace) -> Any:
     from ehr_magic.db import connect
     from ehr_magic.sources.demo import default_target, resolve_database
 
+    from ehr_magic.cli.progress import progress_bar
+
     target = args.db or default_target()
     path, what = resolve_database(target, say=lambda line: print(line, file=sys.stderr))
-    ehr = connect(path)
+    with progress_bar("connecting") as progress:
+        ehr = connect(path, progress=progress)
+    for note in ehr.connect_notes():
+        print(note, file=sys.stderr)
     origin = ("" if args.db else " EHR_MAGIC_DB names it." if target != "demo"
               else " It is the default, as neither --db nor EHR_MAGIC_DB names one.")
     print(f"Database: {ehr.location}, {what or ehr.dataset}.{origin}", file=sys.stderr)

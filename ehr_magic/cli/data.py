@@ -87,7 +87,8 @@ def run_synth(args: argparse.Namespace) -> int:
 def run_load(args: argparse.Namespace) -> int:
     with progress_bar(f"loading {args.source}", quiet=args.quiet) as progress, output(args.out, progress) as out:
         report = sources.load(args.source, args.inputs, out, now=args.now, progress=progress, schema=args.schema)
-    clock = f"now = {report.now}" if report.now else "no dates (times are offsets in minutes)"
+    clock = (f"now = {report.now}" if report.now else "no dates (times are offsets in minutes)"
+             if report.time_model == "offset" else "no clock: no dates in the data")
     print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, {clock}.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
@@ -116,13 +117,15 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    with connect(args.file) as ehr:
-        info = ehr.info()
+    with progress_bar("connecting", quiet=args.json) as progress, connect(args.file, progress=progress) as ehr:
+        info, notes = ehr.info(), ehr.connect_notes()
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    clock = f"now {info['now']}" if info["now"] else "time offsets (no dates)"
+    clock = "time offsets (no dates)" if info["time_model"] == "offset" else info["clock"]
     print(f"{info['path']}\n  dataset {info['dataset']}  schema {info['schema']}  {clock}")
+    for note in notes:
+        print(f"  {note}")
     width = max(len(t) for t in info["tables"]) if info["tables"] else 0
     for table, rows in info["tables"].items():
         print(f"  {table:<{width}}  {rows:>12,}")
@@ -145,16 +148,19 @@ def run_knowledge(args: argparse.Namespace) -> int:
         return 0
     from ehr_magic.knowledge.view import knowledge_view
 
-    with connect(args.file) as ehr:
-        knowledge, tables, stored = ehr.knowledge, ehr.tables(), ehr.stored_knowledge
+    with progress_bar("connecting") as progress, connect(args.file, progress=progress) as ehr:
+        knowledge, tables, stored, attached = ehr.knowledge, ehr.tables(), ehr.stored_knowledge, ehr.attachment
         view = knowledge_view(ehr)
-        print(f"{ehr.location}\n  schema {ehr.schema}  now {ehr.now:%Y-%m-%d %H:%M:%S}")
+        print(f"{ehr.location}\n  schema {ehr.schema}  {ehr.clock_text}")
+        for note in ehr.connect_notes():
+            print(f"  {note}")
     if knowledge is None:
         print("  no knowledge: the model sees bare table and column names. Write a knowledge file and import it: "
               f"ehr-magic data knowledge {redact(str(args.file))} --import FILE.yaml (in a notebook: "
               "%ehr knowledge import FILE.yaml).")
         return 0
-    origin = "stored in the database" if stored else f"packaged ({knowledge.source})"
+    # An attached database's knowledge is kept in the user's data folder, never in the database.
+    origin = view.origin if attached else "stored in the database" if stored else f"packaged ({knowledge.source})"
     joins = sum(len(info.joins) for info in knowledge.tables.values())
     undescribed = [t for t in tables if t not in knowledge.tables]
     print(f"  knowledge: {knowledge.title}, {origin}")

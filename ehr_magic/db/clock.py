@@ -29,6 +29,14 @@ class Clock:
     """Relative dates for one dataset, EHRAgent's Calendar tool anchored to ``now``."""
 
     now: dt.datetime
+    # Where ``now`` came from, as the connect line says it: "cdm_source.source_release_date",
+    # "latest date in the data: visit.visit_end_date", "given when connecting"...
+    source: str = ""
+
+    def describe(self) -> str:
+        """``now 2019-05-25 (cdm_source.source_release_date)``: the time and where it came from."""
+        shown = f"{self.now:%Y-%m-%d}" if self.now.time() == dt.time() else f"{self.now:%Y-%m-%d %H:%M}"
+        return f"now {shown}" + (f" ({self.source})" if self.source else "")
 
     def ago(
         self,

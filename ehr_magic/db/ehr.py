@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.db import attach, data_clock, header_rows
+from ehr_magic.db.attach import Attachment, Progress
 from ehr_magic.db.clock import Clock, Unit
+from ehr_magic.db.header_rows import EmptyTables
 from ehr_magic.text import closest, parse_time
 from ehr_magic.linking.found import Found, Lookup
 from ehr_magic.linking.large_vocabulary import ColumnIndexes, LargeVocabulary
@@ -39,20 +42,23 @@ if TYPE_CHECKING:
     from ehr_magic.knowledge.model import Knowledge
 
 
-def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None, **options: Any) -> EHR:
+def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None,
+            progress: Progress | None = None, **options: Any) -> EHR:
     """Open an EHR database for analysis (read-only). ``now`` overrides its clock.
 
     ``target`` is a DuckDB file path, ``postgresql://user@host:port/dbname[?search_path=a,b]``
-    or ``sc://host:port`` (Spark Connect); ``options`` go to the engine.
+    or ``sc://host:port`` (Spark Connect); ``options`` go to the engine. A database ehr-magic
+    did not build gets knowledge drafted on first connect (``ehr_magic.db.attach``), which
+    ``progress(phase, done, total)`` hears of.
     """
-    return EHR(target, now=now, **options)
+    return EHR(target, now=now, progress=progress, **options)
 
 
 class EHR:
     """A connected EHR database: ``sql``, ``table``, ``lookup``, ``describe`` and the clock."""
 
     def __init__(self, target: str | os.PathLike[str], *, now: str | dt.datetime | None = None,
-                 **options: Any) -> None:
+                 progress: Progress | None = None, **options: Any) -> None:
         # Private, so the code guard keeps generated code off the engine's raw connection.
         self._engine: Engine = open_engine(target, **options)
         self.engine_name: str = self._engine.name
@@ -60,9 +66,24 @@ class EHR:
         self.path: Path | str = str(target) if is_url(target) else Path(self._engine.location)
         self.location: str = self._engine.location
         self._frames: dict[str, pl.DataFrame] = {}
+        # Tables holding only their header row read as empty tables of their real columns.
+        self._empty = EmptyTables({})
+        # A database ehr-magic did not build (no _ehr_meta): its knowledge, kept outside it.
+        self.attachment: Attachment | None = None
         try:
+            stored = self._engine.table_columns()  # as the engine has them (read once: Spark asks per table)
+            self._empty = EmptyTables(header_rows.find(stored, self._first_rows))
+            self.__dict__["_table_columns"] = {table: dict(self._empty.tables.get(table, types))
+                                               for table, types in stored.items()}
             self.meta: dict[str, str] = self._engine.read_meta()
-            self.schema: str = self.meta.get("schema") or self._recognised_schema()
+            if self.meta:
+                self.schema: str = self.meta.get("schema") or self._recognised_schema()
+            else:
+                recognised = self._recognised_schema()
+                self.attachment = attach.attach(self._engine, stored, self._table_columns, self._empty.tables,
+                                                recognised=None if recognised == "unknown" else recognised,
+                                                progress=progress)
+                self.schema = self.attachment.schema
             default_name = Path(self._engine.location).stem if not self._engine.remote else self._engine.location
             self.dataset: str = self.meta.get("dataset", default_name)
             # "calendar": real (shifted) dates and a dataset clock; "offset": minutes from each stay's start.
@@ -78,8 +99,7 @@ class EHR:
                                         "clock to set; connect without now=.")
                 self.offsets = OffsetTime(OffsetStays.from_meta(self.meta.get("offset_stays")))
             else:
-                anchor = now if now is not None else self.meta.get("now")
-                self.clock = Clock(parse_time(anchor) if anchor else self._latest_time())
+                self.clock = self._resolve_clock(now)
         except BaseException:
             self._engine.close()
             raise
@@ -126,6 +146,7 @@ class EHR:
         """Columns of ``table`` with type, description and a few example values."""
         table = self._check_table(table)
         info = self.knowledge.tables.get(table) if self.knowledge else None
+        meanings = {column.lower(): text for column, text in info.columns.items()} if info else {}
         rows = []
         for column, dtype in self._table_columns[table].items():
             values = self._run(
@@ -136,7 +157,7 @@ class EHR:
                 {
                     "column": column,
                     "type": dtype,
-                    "description": info.columns.get(column, "") if info else "",
+                    "description": meanings.get(column.lower(), ""),
                     "examples": ", ".join(str(v[0]) for v in values),
                 }
             )
@@ -154,10 +175,7 @@ class EHR:
         ``exact`` says whether the text itself is stored; printed, a list without it says so.
         """
         table = self._check_table(table)
-        if column not in self._table_columns[table]:
-            raise EhrMagicError(
-                f"Table {table} has no column {column!r}; its columns are: {', '.join(self._table_columns[table])}."
-            )
+        column = self._check_column(table, column)
         matches = self._vocabularies.get(table, column).match(text, k, clinical_vocabulary().alternatives(text))
         exact = any(score >= 100 for _, score in matches)
         return Lookup(matches if scores else [value for value, _ in matches], text=text, table=table, column=column,
@@ -199,7 +217,8 @@ class EHR:
 
     def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
         """The indexed distinct values of ``table.column`` (read once, then cached)."""
-        return self._vocabularies.get(self._check_table(table), column)
+        table = self._check_table(table)
+        return self._vocabularies.get(table, self._check_column(table, column))
 
     def __getattr__(self, name: str) -> Any:
         # A schema's own helpers (an OMOP CDM's ehr.concepts) come from its plug-in (ehr_magic/db/schemas).
@@ -224,27 +243,50 @@ class EHR:
         self.close()
 
     def __repr__(self) -> str:
-        clock = f"now={self.clock.now:%Y-%m-%d %H:%M:%S}" if self.clock else "time=offset"
-        return f"<EHR {self.dataset} schema={self.schema} {clock} tables={len(self.tables())}>"
+        clock = f"now={self.clock.now:%Y-%m-%d %H:%M:%S}" if self.clock else (
+            "time=offset" if self.time_model == "offset" else "clock=none")
+        source = f" ({self.clock.source})" if self.clock and self.clock.source else ""
+        return f"<EHR {self.dataset} schema={self.schema} {clock}{source} tables={len(self.tables())}>"
+
+    @property
+    def clock_text(self) -> str:
+        """The clock as the connect line says it: ``now 2019-05-25 (cdm_source.source_release_date)``."""
+        if self.clock is not None:
+            return self.clock.describe()
+        return "times are offsets (no dates)" if self.time_model == "offset" else data_clock.NO_DATES
+
+    def connect_notes(self) -> list[str]:
+        """What connecting found worth saying, one sentence each: header-only tables, knowledge
+        drafted (and where it is kept), tables that could not be read."""
+        notes = [self._empty.report()] if self._empty else []
+        attached = self.attachment
+        if attached is not None:
+            if attached.drafted_seconds is not None and attached.text is not None:
+                notes.append(f"Knowledge drafted from the data in {attached.drafted_seconds:.0f} s; kept in "
+                             f"{attached.path} (the database is not written to). Check it with %ehr knowledge.")
+            elif attached.drafted_seconds is not None:
+                notes.append("Knowledge drafted from the data, but not kept, since part of it could not be read.")
+            notes += attached.notes
+        return notes
 
     # -- clock -----------------------------------------------------------------------------
 
     @property
     def now(self) -> dt.datetime:
         """The dataset's current time: the anchor of 'today', 'last year', 'N days ago'."""
-        return self._calendar().now
+        return self._calendar("now").now
 
     def ago(self, **amount: float) -> dt.datetime:
         """``now`` minus an amount: ``ehr.ago(months=1)``, ``ehr.ago(years=1, days=2)``."""
-        return self._calendar().ago(**amount)  # type: ignore[arg-type]
+        return self._calendar("ago").ago(**amount)  # type: ignore[arg-type]
 
     def start_of(self, unit: Unit, offset: int = 0) -> dt.datetime:
         """Start of this year/month/week/day (``offset=-1``: the previous one)."""
-        return self._calendar().start_of(unit, offset)
+        return self._calendar("start_of").start_of(unit, offset)
 
     def period(self, unit: Unit, offset: int = 0) -> tuple[dt.datetime, dt.datetime]:
         """``[start, end)`` of a calendar period: ``ehr.period('year', -1)`` is last year."""
-        return self._calendar().period(unit, offset)
+        return self._calendar("period").period(unit, offset)
 
     # -- offset time (time_model "offset", e.g. eICU; see ehr_magic/db/offsets.py) -----------
 
@@ -268,10 +310,32 @@ class EHR:
         for "the last measurement"); the stay table is joined as ``patient`` (default ``p``)."""
         return self._offset_time("chronological").chronological(column, patient=patient, latest_first=latest_first)
 
-    def _calendar(self) -> Clock:
+    def _calendar(self, helper: str) -> Clock:
         if self.clock is None:
-            raise EhrMagicError(NO_CLOCK)
+            raise EhrMagicError(NO_CLOCK if self.time_model == "offset" else
+                                data_clock.no_dates_refusal(self.dataset, helper))
         return self.clock
+
+    def _resolve_clock(self, now: str | dt.datetime | None) -> Clock | None:
+        """The clock: ``now`` given, else the one the database was built with, else the one its
+        knowledge states, else the latest date in the data; None without any time in the data."""
+        if now is not None:
+            return Clock(parse_time(now), "given when connecting")
+        if self.meta.get("now"):
+            return Clock(parse_time(self.meta["now"]), "set when the database was built")
+        from ehr_magic.knowledge.drafting.draft import is_end_time
+        from ehr_magic.knowledge.model import DRAFTED
+
+        def query(sql: str, params: list[Any] | None) -> list[tuple]:
+            return self._run(sql, params).rows()
+
+        knowledge = self.knowledge
+        if knowledge is not None and knowledge.clock:
+            stated = data_clock.stated_clock(knowledge.clock, self._table_columns, query,
+                                             drafted=knowledge.mark("clock") == DRAFTED)
+            if stated is not None:
+                return stated
+        return data_clock.latest_in_data(self._table_columns, query, is_end_time)
 
     def _offset_time(self, helper: str) -> OffsetTime:
         if self.offsets is None:
@@ -293,20 +357,35 @@ class EHR:
         from ehr_magic.knowledge import model as knowledge
 
         try:
-            stored = self.stored_knowledge
-            if stored is not None:
-                found = knowledge.parse(stored, source=f"{self.location} (stored knowledge)",
+            if self.attachment is not None:
+                found = self.attachment.knowledge
+                if found is None:
+                    return None
+            elif self.stored_knowledge is not None:
+                found = knowledge.parse(self.stored_knowledge, source=f"{self.location} (stored knowledge)",
                                         expected_schema=self.schema)
             else:
                 found = knowledge.load(self.schema)
-            return found.restricted_to(self.tables())
+            # Names as the database spells them: a lower-case file describes upper-case columns.
+            return found.aligned_to(self._table_columns).restricted_to(self.tables())
         except EhrMagicError:
             return None
 
     @cached_property
     def stored_knowledge(self) -> str | None:
-        """The knowledge file text stored in the database for its schema, if any."""
+        """The knowledge file text stored for this database: in the database for one ehr-magic
+        built, in the user's data folder for any other; None if there is none."""
+        if self.attachment is not None:
+            return self.attachment.text
         return self._engine.read_knowledge().get(self.schema)
+
+    def draft_knowledge(self, progress: Progress | None = None) -> Any:  # -> Knowledge
+        """Knowledge drafted from the data now, for every table, kept nowhere: the template a
+        database without knowledge exports (``ehr-magic data knowledge --export``)."""
+        drafted, _ = attach.draft_tables(self._engine, self._table_columns, self._empty.tables, self.tables(),
+                                         schema=self.schema, name=self.dataset if not self._engine.remote else
+                                         attach.display_name(self.location, True), progress=progress)
+        return drafted.aligned_to(self._table_columns)
 
     def info(self) -> dict[str, Any]:
         """What the database is: schema, dataset, clock and row counts."""
@@ -317,6 +396,7 @@ class EHR:
             "dataset": self.dataset,
             "source": self.meta.get("source", ""),
             "now": self.clock.now.strftime("%Y-%m-%d %H:%M:%S") if self.clock else "",
+            "clock": self.clock_text,
             "time_model": self.time_model,
             "tables": {name: self.count(name) for name in self.tables()},
         }
@@ -325,7 +405,9 @@ class EHR:
 
     def _run(self, query: str, params: list[Any] | dict[str, Any] | None = None, *,
              what: str = "the query") -> pl.DataFrame:
-        """DuckDB SQL on the engine: as written on DuckDB, transpiled elsewhere."""
+        """DuckDB SQL on the engine: as written on DuckDB, transpiled elsewhere (header-only
+        tables read as empty ones either way)."""
+        query = self._empty.rewrite(query)
         if self._engine.dialect == "duckdb":
             return self._engine.query(query, params, what=what)
         translated, positional = to_dialect(query, self._engine.dialect, params, schema=self._table_columns)
@@ -333,7 +415,25 @@ class EHR:
 
     @cached_property
     def _table_columns(self) -> dict[str, dict[str, str]]:
+        """Table -> column -> type as analysis sees them (set when connecting: header-only tables
+        with their recovered columns)."""
         return self._engine.table_columns()
+
+    def _first_rows(self, table: str) -> list[tuple]:
+        name = self._engine.table_ref(table)
+        return [tuple(row.values()) for row in self._engine.query_arrow(f"SELECT * FROM {name} LIMIT 2").to_pylist()]
+
+    def _check_column(self, table: str, column: str) -> str:
+        """``column`` of ``table`` as the database spells it (matched case-insensitively)."""
+        columns = self._table_columns[table]
+        if column in columns:
+            return column
+        spelled = {name.lower(): name for name in columns}
+        if str(column).lower() in spelled:
+            return spelled[str(column).lower()]
+        close = closest(str(column).lower(), list(spelled), cutoff=70)
+        hint = f" Did you mean {spelled[close]!r}?" if close else ""
+        raise EhrMagicError(f"Table {table} has no column {column!r}.{hint} Its columns are: {', '.join(columns)}.")
 
     def _check_table(self, name: str) -> str:
         if name in self._table_columns:
@@ -359,19 +459,6 @@ class EHR:
                 f"ehr.table({name!r}) would pull {rows:,} rows from {self._engine.name}, more than the {cap:,} it "
                 f"fetches from a remote engine; filter in SQL instead, e.g. ehr.sql('SELECT ... FROM {name} "
                 "WHERE ...').")
-
-    def _latest_time(self) -> dt.datetime:
-        latest: dt.datetime | None = None
-        for table, columns in self._table_columns.items():
-            stamps = [column for column, dtype in columns.items() if dtype.startswith("TIMESTAMP")]
-            if not stamps:
-                continue
-            row = self._run("SELECT " + ", ".join(f"max({quote(c)}) AS {quote(c)}" for c in stamps)
-                            + f" FROM {quote(table)}").row(0)
-            for value in row:
-                if value is not None and (latest is None or value > latest):
-                    latest = value
-        return parse_time(latest) if latest else dt.datetime(2000, 1, 1)
 
     def _identity(self) -> str:
         """The database as the indexes kept on disk name it: a file with its size and time of change."""

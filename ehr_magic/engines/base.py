@@ -35,6 +35,13 @@ The interface (``Engine``), for an engine author
         DuckDB-style type names (``TIMESTAMP``, ``BIGINT``, ``VARCHAR``, ``DOUBLE``,
         ``DATE``, ``DECIMAL(p,s)``...), so type tests written for DuckDB keep working.
     ``read_meta() -> {key: value}``  the ``_ehr_meta`` table ({} if there is none).
+    ``row_counts() -> {table: rows}``  row counts that cost nothing to read (the catalog's),
+        or {} when the engine has none that stay put while the data does (optional).
+    ``attach_to(con, alias) -> bool``  attach this database read-only to a local DuckDB
+        connection under ``alias`` (a DuckDB file can); False when it cannot (optional).
+    ``sampled(table, percent) -> str``  ``table`` as a FROM source in the engine's dialect
+        reading about ``percent`` % of its rows, the same ones every time (a fixed seed);
+        ``sample_arrow`` uses it to read a bounded sample of a table (optional).
     ``read_knowledge() -> {schema: yaml}``  the ``_ehr_knowledge`` table ({} if there is none).
     ``interrupt()``  stop every query running on this engine (from another thread).
     ``close()``
@@ -144,6 +151,29 @@ class Engine:
     def read_knowledge(self) -> dict[str, str]:
         return {}  # an engine that cannot read the table has no stored knowledge
 
+    def row_counts(self) -> dict[str, int]:
+        return {}  # no counts that cost nothing: a server's statistics move while its data does not
+
+    def attach_to(self, con: Any, alias: str) -> bool:
+        return False  # read through samples (sample_arrow) instead
+
+    def sampled(self, table: str, percent: float) -> str:
+        return self.table_ref(table)  # no sampling clause: the first rows (sample_arrow cuts them)
+
+    def table_ref(self, table: str) -> str:
+        """A data table's name as the dialect writes it in FROM."""
+        return quote_identifier(table)
+
+    def sample_arrow(self, table: str, size: int) -> tuple[pa.Table, int]:
+        """About ``size`` rows of ``table`` (all of them when it has fewer; the same rows every
+        time) and the table's row count."""
+        name = self.table_ref(table)
+        rows = int(self.query_arrow(f"SELECT count(*) AS n FROM {name}").column(0)[0].as_py())
+        if rows <= size:
+            return self.query_arrow(f"SELECT * FROM {name}"), rows
+        percent = min(100.0, 120.0 * size / rows)  # a little more, then cut to size
+        return self.query_arrow(f"SELECT * FROM {self.sampled(table, percent)}", max_rows=size), rows
+
     def interrupt(self) -> None:
         raise NotImplementedError
 
@@ -225,6 +255,11 @@ def redact(url: str) -> str:
 def missing_extra(package: str, extra: str) -> EhrMagicError:
     """The one-sentence error for an engine whose driver is not installed."""
     return EhrMagicError(f"This target needs the {package} package; install it with: pip install 'ehr-magic[{extra}]'")
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def first_line(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ row cap stops DuckDB early.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Engine, first_line
+from ehr_magic.engines.base import Engine, first_line, quote_identifier
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 from ehr_magic.safety import limits
 
@@ -34,10 +35,11 @@ class DuckDBEngine(Engine):
     def __init__(self, path: Path) -> None:
         self.path = path
         self.location = str(path)
+        _check_header(path)
         try:
             self._con = duckdb.connect(str(path), read_only=True, config={**_SAFE_CONFIG, **limits.duckdb_config()})
         except duckdb.Error as exc:
-            raise DatabaseError(f"Cannot open {path} as a DuckDB database: {first_line(exc)}") from None
+            raise DatabaseError(_open_problem(path, exc)) from None
         self._local = threading.local()
         self._cursors: list[tuple[threading.Thread, duckdb.DuckDBPyConnection]] = []
         self._cursor_lock = threading.Lock()
@@ -86,6 +88,20 @@ class DuckDBEngine(Engine):
             tables.setdefault(table, {})[column] = dtype
         return tables
 
+    def row_counts(self) -> dict[str, int]:
+        rows = self.cursor().execute(
+            "SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = 'main'").fetchall()
+        return {table: int(size) for table, size in rows if size is not None}
+
+    def attach_to(self, con: Any, alias: str) -> bool:
+        literal = str(self.path).replace("'", "''")
+        con.execute(f"ATTACH '{literal}' AS {alias} (READ_ONLY)")
+        return True
+
+    def sampled(self, table: str, percent: float) -> str:
+        return f'(SELECT * FROM {quote_identifier(table)} USING SAMPLE {percent:.4f}% (system, 7))'
+
     def read_meta(self) -> dict[str, str]:
         return self._pairs(f"SELECT key, value FROM {META_TABLE}")
 
@@ -127,6 +143,37 @@ class DuckDBEngine(Engine):
                 self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
                 self._cursors.append((threading.current_thread(), cursor))
         return cursor
+
+
+_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+_LOCK_HOLDER = re.compile(r"lock is held in (.+?) \(PID (\d+)\)")
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a file that is not a DuckDB database before DuckDB tries to read it (it would try to
+    download a reader for a SQLite file)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError as exc:
+        raise DatabaseError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    if head.startswith(b"SQLite format 3"):
+        raise DatabaseError(f"{path} is a SQLite database, not a DuckDB one; copy its tables into a DuckDB file "
+                            "(ehr-magic data load, or DuckDB's sqlite extension) and connect to that.")
+    if head[8:12] != _MAGIC:
+        raise DatabaseError(f"{path} is not a DuckDB database file; connect to a .duckdb file or a server URL, or "
+                            "load table files with ehr-magic data load csv.")
+
+
+def _open_problem(path: Path, exc: duckdb.Error) -> str:
+    """One sentence on why a DuckDB file cannot be opened for reading."""
+    message = first_line(exc)
+    holder = _LOCK_HOLDER.search(str(exc))
+    if holder or "Could not set lock" in message:
+        who = f" (process {holder.group(2)}, {Path(holder.group(1)).name})" if holder else ""
+        return (f"{path} is open for writing in another program{who}; close it there, or connect to a copy of the "
+                "file, then connect again.")
+    return f"Cannot open {path} as a DuckDB database: {message}"
 
 
 def safety_error(exc: duckdb.Error) -> Exception:

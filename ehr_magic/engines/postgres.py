@@ -164,6 +164,9 @@ class PostgresEngine(Engine):
             tables.setdefault(table, {})[column] = _duckdb_type(dtype, precision, scale)
         return dict(sorted(tables.items()))
 
+    def sampled(self, table: str, percent: float) -> str:
+        return f"{quote_identifier(table, 'postgres')} TABLESAMPLE SYSTEM ({percent:.4f}) REPEATABLE (7)"
+
     def read_meta(self) -> dict[str, str]:
         return self._pairs(META_TABLE, "key, value")
 

@@ -177,6 +177,12 @@ class SparkEngine(Engine):
             tables[name] = {field.name: duckdb_type(field.dataType.simpleString()) for field in schema.fields}
         return dict(sorted(tables.items()))
 
+    def table_ref(self, table: str) -> str:
+        return f"`{self.database}`.`{table}`"
+
+    def sampled(self, table: str, percent: float) -> str:
+        return f"{self.table_ref(table)} TABLESAMPLE ({percent:.4f} PERCENT) REPEATABLE (7)"
+
     def read_meta(self) -> dict[str, str]:
         return self._pairs(META_TABLE, "key", "value")
 

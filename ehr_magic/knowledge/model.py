@@ -39,8 +39,16 @@ Who wrote what. Knowledge drafted from the data declares ``drafted: true``; each
 statements is then drafted unless the table (or the top level, for the clock and the
 introduction) lists it under ``confirmed``: ``meaning`` (row and description), ``key``,
 ``joins``, ``lookup`` (the vocabulary) and ``columns.<name>``. A file without
-``drafted: true`` (the packaged ones) was written by people throughout. ``clock`` (top
-level, optional) is the dataset's current time, or a ``table.column`` whose latest value is.
+``drafted: true`` (the packaged ones) was written by people throughout.
+
+The clock. ``clock`` (top level, optional) says where the dataset's current time comes
+from: a time (``2019-05-25``), a ``table.column`` whose latest value is the time, or a list
+of these tried in order, the first that gives a time winning (a data model's own statement
+first, a fallback after it)::
+
+    clock: [cdm_source.source_release_date, observation_period.observation_period_end_date]
+
+Table and column names in a knowledge file match the database's case-insensitively.
 
 Hierarchies. ``hierarchy`` (top level, optional) names the table that relates each code to every code
 below it, and its two columns (OMOP: ``{table: concept_ancestor, broader: ancestor_concept_id,
@@ -57,7 +65,7 @@ import functools
 import importlib.resources
 import os
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -191,9 +199,17 @@ class Knowledge:
     source: str = field(default="", compare=False)
     absent: tuple[str, ...] = ()  # described tables this database does not have (see restricted_to)
     drafted: bool = False  # drafted from the data: statements not confirmed are marked drafted
-    clock: str | None = None  # the dataset's current time, or the table.column whose latest value is
+    # Where the dataset's current time comes from, tried in order: times, or table.column whose
+    # latest value is the time (a single text given here is read as a one-entry list).
+    clock: tuple[str, ...] = ()
     confirmed: tuple[str, ...] = ()  # top-level statements a person wrote or confirmed
     hierarchy: Hierarchy | None = None  # the table relating each code to those below it (see "Hierarchies")
+
+    def __post_init__(self) -> None:
+        if self.clock is None or isinstance(self.clock, str):
+            object.__setattr__(self, "clock", (self.clock,) if self.clock else ())
+        else:
+            object.__setattr__(self, "clock", tuple(self.clock))
 
     def mark(self, statement: str, table: str | None = None) -> str:
         """``"drafted"`` or ``"confirmed"`` (written or confirmed by a person) for one statement:
@@ -216,6 +232,34 @@ class Knowledge:
         absent = tuple(dict.fromkeys((*self.absent, *(name for name in self.tables if name.lower() not in here))))
         hierarchy = self.hierarchy if self.hierarchy and self.hierarchy.table in kept else None
         return dataclasses.replace(self, tables=kept, absent=absent, hierarchy=hierarchy)
+
+    def aligned_to(self, columns: Mapping[str, Mapping[str, str]]) -> Knowledge:
+        """A copy naming tables and columns as the database spells them, matched case-insensitively
+        (``columns``: table -> its columns): a file written in lower case describes a database
+        that kept upper-case names, and the model is shown the names the SQL will meet."""
+        table_names = {str(t).lower(): t for t in columns}
+        tables = {}
+        for name, info in self.tables.items():
+            actual = table_names.get(name.lower(), name)
+            spelled = {str(c).lower(): c for c in columns.get(actual, {})}
+
+            def column(name: str, spelled: dict[str, str] = spelled) -> str:
+                return spelled.get(name.lower(), name)
+
+            tables[actual] = dataclasses.replace(
+                info, name=actual, columns={column(c): text for c, text in info.columns.items()},
+                vocabulary=tuple(column(c) for c in info.vocabulary), key=column(info.key) if info.key else None,
+                confirmed=tuple(f"columns.{column(s[len('columns.'):])}" if s.startswith("columns.") else s
+                                for s in info.confirmed))
+        clock = []
+        for entry in self.clock:
+            table, dot, name = entry.partition(".")
+            actual = table_names.get(table.lower())
+            if dot and actual is not None:
+                spelled = {str(c).lower(): c for c in columns[actual]}
+                entry = f"{actual}.{spelled.get(name.lower(), name)}"
+            clock.append(entry)
+        return dataclasses.replace(self, tables=tables, clock=tuple(clock))
 
     def table(self, name: str) -> TableInfo:
         """The description of one table (exact name, else case-insensitive)."""
@@ -312,7 +356,7 @@ class Knowledge:
             data["drafted"] = True
             data["confirmed"] = list(self.confirmed)
         if self.clock:
-            data["clock"] = self.clock
+            data["clock"] = self.clock[0] if len(self.clock) == 1 else list(self.clock)
         if self.hierarchy:
             data["hierarchy"] = dataclasses.asdict(self.hierarchy)
         if self.conventions:
@@ -511,15 +555,24 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{problem}; fix that line and import again."
 
 
-def _clock(value: Any) -> str | None:
-    """The clock as written: a time (YAML may have read it as one already) or a table.column."""
+def _clock(value: Any) -> tuple[str, ...]:
+    """The clock as written: a time (YAML may have read it as one already), a table.column,
+    or a non-empty list of these, tried in order."""
     if value is None:
-        return None
+        return ()
+    if isinstance(value, list):
+        if not value:
+            raise _Malformed("clock must be a time, a table.column, or a non-empty list of them.")
+        return tuple(dict.fromkeys(_clock_entry(item, f"clock item {i + 1}") for i, item in enumerate(value)))
+    return (_clock_entry(value, "clock"),)
+
+
+def _clock_entry(value: Any, what: str) -> str:
     if isinstance(value, dt.datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(value, dt.date):
         return value.isoformat()
-    return _text(value, "clock").strip()
+    return _text(value, what).strip()
 
 
 def _statements(value: Any, where: str, allowed: tuple[str, ...], columns: Iterable[str]) -> tuple[str, ...]:

@@ -92,11 +92,13 @@ def default_edit_path(ehr: Database, folder: str | os.PathLike[str] = ".") -> Pa
     return Path(folder) / f"{ehr.schema}.knowledge.yaml"
 
 
-def write_for_edit(ehr: Database, out: str | os.PathLike[str] | None = None) -> EditFile:
-    """Write the knowledge of ``ehr`` to ``out`` (default ``default_edit_path``); a file
-    already there with other text is kept, so a second Edit never loses edits."""
+def write_for_edit(ehr: Database, out: str | os.PathLike[str] | None = None,
+                   knowledge: Knowledge | None = None) -> EditFile:
+    """Write ``knowledge`` (default: the knowledge of ``ehr``) to ``out`` (default
+    ``default_edit_path``); a file already there with other text is kept, so a second Edit
+    never loses edits."""
     path = Path(out).expanduser() if out else default_edit_path(ehr)
-    text = knowledge_of(ehr).to_yaml()
+    text = (knowledge or knowledge_of(ehr)).to_yaml()
     if path.is_file():
         with contextlib.suppress(OSError, UnicodeDecodeError):
             if path.read_text(encoding="utf-8") != text:
@@ -131,18 +133,21 @@ def prepare_import(ehr: Database, source: str | os.PathLike[str]) -> Prepared:
         parsed = knowledge_files.parse(text, source=str(path), expected_schema=ehr.schema)
     except EhrMagicError as exc:
         raise KnowledgeRefused(str(path), [str(exc)]) from None
+    parsed = parsed.aligned_to({name: ehr.columns(name) for name in ehr.tables()})
     found = problems(parsed, ehr)
     now = None
+    attached = getattr(ehr, "attachment", None) is not None  # its clock is read from the knowledge on connect
     if parsed.clock and not any(p.startswith("The clock") for p in found):
         now = clock_time(parsed.clock, lambda t, c: ehr.sql(f"SELECT max({quote(c)}) FROM {quote(t)}").item())
-        if is_url(ehr.path) and ehr.clock is not None and now != ehr.now:
+        if is_url(ehr.path) and not attached and ehr.clock is not None and now is not None and now != ehr.now:
             found.append(f"The clock {parsed.clock!r} differs from the clock of the server's database "
                          f"({ehr.now:%Y-%m-%d %H:%M:%S}), which only a new load can change "
                          "(ehr-magic data load ... --now); keep the clock as it is.")
     if found:
         raise KnowledgeRefused(str(path), found)
     knowledge = settle_marks(parsed, ehr.knowledge)
-    return Prepared(knowledge, now if ehr.clock is not None and now != ehr.now else None, path)
+    changed = now is not None and not attached and (ehr.clock is None or now != ehr.now)
+    return Prepared(knowledge, now if changed else None, path)
 
 
 def store(target: str | os.PathLike[str] | Path, prepared: Prepared) -> None:
@@ -166,6 +171,7 @@ def problems(knowledge: Knowledge, ehr: Database) -> list[str]:
     the table and the column: unknown names (with "did you mean"), joins between columns
     of different kinds, a key that is not unique, a clock that is not a time."""
     tables = {name: ehr.columns(name) for name in ehr.tables()}
+    knowledge = knowledge.aligned_to(tables)  # names match case-insensitively
     found: list[str] = []
     for info in knowledge.tables.values():
         if info.name not in tables:
@@ -180,8 +186,8 @@ def problems(knowledge: Knowledge, ehr: Database) -> list[str]:
         found += _join_problems(info, tables)
         if info.key and info.key in columns:
             found += _key_problems(ehr, info.name, info.key)
-    if knowledge.clock:
-        found += _clock_problems(knowledge.clock, tables, ehr)
+    for entry in knowledge.clock:
+        found += _clock_problems(entry, tables, ehr)
     return found
 
 
@@ -202,7 +208,10 @@ def _join_problems(info: TableInfo, tables: dict[str, dict[str, str]]) -> list[s
         for pair in pairs:
             sides = []
             for table, column in pair:
+                table = next((name for name in (info.name, target) if name.lower() == table.lower()), table)
                 known = tables.get(table, {})
+                spelled = {name.lower(): name for name in known}  # names match case-insensitively
+                column = spelled.get(column.lower(), column)
                 if table not in (info.name, target):
                     found.append(f"Join {join!r} of {info.name} names table {table!r}, which the join does not "
                                  f"involve{_hint(table, [info.name, target])}.")
@@ -271,7 +280,7 @@ def _key_problems(ehr: Database, table: str, key: str) -> list[str]:
 
 
 def _clock_problems(clock: str, tables: dict[str, dict[str, str]], ehr: Database) -> list[str]:
-    if ehr.clock is None:
+    if getattr(ehr, "time_model", "calendar") == "offset":
         return [f"The clock {clock!r} cannot be set: {ehr.dataset} has no dates (times are offsets), so remove "
                 "the clock from the file."]
     column = _clock_column(clock)
@@ -301,11 +310,16 @@ def _clock_column(clock: str) -> tuple[str, str] | None:
     return None
 
 
-def clock_time(clock: str, latest: Latest) -> dt.datetime:
-    """The time a (checked) clock statement sets: the time written, or the latest value of
-    the ``table.column`` it names."""
-    column = _clock_column(clock)
-    return parse_time(latest(*column) if column else clock)
+def clock_time(clock: str | Iterable[str], latest: Latest) -> dt.datetime | None:
+    """The time a (checked) clock statement sets: the first of its entries that gives one, an
+    entry being a time written or a ``table.column`` whose latest value is the time (None
+    when every column it names is empty)."""
+    for entry in ((clock,) if isinstance(clock, str) else clock):
+        column = _clock_column(entry)
+        value = latest(*column) if column else entry
+        if value is not None:
+            return parse_time(value)
+    return None
 
 
 def _hint(name: str, choices: Iterable[str]) -> str:

@@ -106,7 +106,10 @@ def knowledge_view(ehr: Database) -> KnowledgeView:
     """The view of everything the model is told about ``ehr``'s tables, and the clock."""
     knowledge = ehr.knowledge
     tables = tuple(_table(ehr, name, knowledge) for name in _ordered(ehr, knowledge))
-    if knowledge is None:
+    attachment = getattr(ehr, "attachment", None)  # a database ehr-magic did not build: kept elsewhere
+    if attachment is not None:
+        origin = attachment.origin(knowledge.source if knowledge is not None else "")
+    elif knowledge is None:
         origin = "none"
     elif knowledge.drafted:
         origin = "drafted from the data"
@@ -125,11 +128,14 @@ def _ordered(ehr: Database, knowledge: Knowledge | None) -> list[str]:
 
 def _clock(ehr: Database, knowledge: Knowledge | None) -> ClockView:
     mark = knowledge.mark("clock") if knowledge is not None else CONFIRMED
-    if ehr.clock is None:
+    if ehr.clock is None and getattr(ehr, "time_model", "calendar") == "offset":
         return ClockView("offset", None, "No dates: times are offsets in minutes from the start of each stay.", mark)
+    if ehr.clock is None:
+        return ClockView("calendar", None, "No clock: no dates in the data, so relative times such as 'last year' "
+                                           "cannot be read; write the dates themselves.", mark)
     now = f"{ehr.now:%Y-%m-%d %H:%M:%S}"
-    written = f" (from {knowledge.clock})" if knowledge is not None and knowledge.clock and knowledge.clock != now \
-        else ""
+    source = getattr(ehr.clock, "source", "")
+    written = f" ({source})" if source else ""
     return ClockView("calendar", now, f"Calendar time: now is {now}{written}; relative times such as 'last year' "
                                       "count back from it, never from today's date.", mark)
 

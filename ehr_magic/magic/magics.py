@@ -182,7 +182,11 @@ class EhrMagics(Magics, Configurable):
             except (IndexError, ValueError):
                 raise CommandError("--patients needs a whole number, e.g. --patients 500.") from None
             args = args[:i] + args[i + 2:]
-        description = self.session.connect(args[0], patients=patients, say=self._say)
+        line = _ProgressLine(enabled=self.show_progress)
+        try:
+            description = self.session.connect(args[0], patients=patients, say=self._say, progress=line)
+        finally:
+            line.close()
         self._publish()
         self._say(description)
 
@@ -342,7 +346,11 @@ class EhrMagics(Magics, Configurable):
 
     def _ready(self) -> Session:
         if self.session.ehr is None:
-            self.session.connect(self.database or default_target(), say=self._say)
+            line = _ProgressLine(enabled=self.show_progress)
+            try:
+                self.session.connect(self.database or default_target(), say=self._say, progress=line)
+            finally:
+                line.close()
             self._publish()
         if self.session.memory is None:
             self.session.use_memory(self.memory)
@@ -384,6 +392,30 @@ def _show_figures() -> None:
     for number in pyplot.get_fignums():
         display(pyplot.figure(number))
     pyplot.close("all")
+
+
+class _ProgressLine:
+    """One line updated in place while connecting (building the demo, drafting knowledge),
+    at most a few times a second; cleared when done."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.handle = None
+        self._last = 0.0
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled or time.monotonic() - self._last < 0.2:
+            return
+        self._last = time.monotonic()
+        text = f"ehr-magic: {phase}" + (f" ({done}/{total})" if total else "")
+        if self.handle is None:
+            self.handle = display({"text/plain": text}, raw=True, display_id=True)
+        else:
+            self.handle.update({"text/plain": text}, raw=True)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.update({"text/plain": ""}, raw=True)
 
 
 class _Progress:

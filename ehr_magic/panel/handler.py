@@ -109,7 +109,8 @@ class PanelHandler:
             database = {"path": ehr.location, "dataset": ehr.dataset, "schema": ehr.schema,
                         "description": s.description, "tables": len(ehr.tables()),
                         # The panel shows the first 16 characters; a database without dates has no now.
-                        "now": ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else "offset time",
+                        "now": ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S") if ehr.clock else
+                        "offset time" if ehr.time_model == "offset" else "no clock",
                         "time_model": ehr.time_model}
         return {
             "database": database,

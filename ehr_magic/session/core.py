@@ -91,13 +91,13 @@ class Session:
         from ehr_magic.sources.demo import resolve_database
 
         path, what = resolve_database(target, patients=patients, progress=progress, say=say)
-        ehr = open_database(path)  # a file path or a server URL; ~ is expanded
+        ehr = open_database(path, progress=progress)  # a file path or a server URL; ~ is expanded
         if self.ehr is not None:
             self.ehr.close()
         self.ehr, self._reuser = ehr, None
         self.conversation = Conversation()
-        clock = f"now {ehr.clock.now:%Y-%m-%d %H:%M}" if ehr.clock else "times are offsets (no dates)"
-        self.description = f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, {clock}"
+        self.description = "\n".join([f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, "
+                                       f"{ehr.clock_text}", *ehr.connect_notes()])
         return self.description
 
     def use_memory(self, path: str | None) -> None:
@@ -222,9 +222,11 @@ class Session:
     def edit_knowledge(self, path: str | None = None, folder: str = "."):
         """Write the knowledge to a file to edit (default ``<schema>.knowledge.yaml`` in
         ``folder``); an existing file with other text is kept (``EditFile.written``)."""
+        from ehr_magic.db.knowledge_io import knowledge_or_template
         from ehr_magic.knowledge import store as knowledge_store
 
-        return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder))
+        return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder),
+                                              knowledge_or_template(self.ehr))
 
     def import_knowledge(self, path: str | None = None) -> str:
         """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against
@@ -232,13 +234,14 @@ class Session:
         saying what changed. Raises
         ``KnowledgeRefused`` (every problem, nothing stored) when the file does not fit."""
         from ehr_magic.db import connect
+        from ehr_magic.db.knowledge_io import store_prepared
         from ehr_magic.knowledge import store as knowledge_store
 
         prepared = knowledge_store.prepare_import(self.ehr, path or knowledge_store.default_edit_path(self.ehr))
-        target = self.ehr.path
+        target, attachment = self.ehr.path, getattr(self.ehr, "attachment", None)
         self.ehr.close()  # DuckDB lets one process open a file read-only or writable, not both
         try:
-            knowledge_store.store(target, prepared)
+            store_prepared(target, prepared, attachment)
         finally:
             self.ehr = connect(target)
             self._reuser = None  # it holds the old connection

@@ -169,7 +169,7 @@ def load_tables(
             anchor = now if now is not None else (drafted_now or latest_timestamp(con))
             if isinstance(anchor, dt.datetime):
                 anchor = anchor.strftime("%Y-%m-%d %H:%M:%S")
-            report.now = str(anchor)
+            report.now = str(anchor) if anchor is not None else ""  # no dates in the data: no clock
         write_metadata(con, schema=schema, source=source, now=report.now, dataset=dataset,
                        missing_tables=",".join([*report.missing, *report.empty]), **extra)
     return report
@@ -271,14 +271,17 @@ def read_error(path: Path, table: str, exc: duckdb.Error) -> str:
     return f"Cannot load {path} as table {table}: {problem.rstrip('.')}; fix or replace the file."
 
 
-def latest_timestamp(con: duckdb.DuckDBPyConnection) -> dt.datetime:
-    """The latest TIMESTAMP value in any table: the default "now" of a raw dataset."""
-    columns = con.execute(
-        "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema='main' AND data_type LIKE 'TIMESTAMP%' AND table_name NOT LIKE '\\_%' ESCAPE '\\'"
-    ).fetchall()
-    if not columns:
-        return dt.datetime(2000, 1, 1)
-    parts = " UNION ALL ".join(f"SELECT max({quote(c)}) AS m FROM {quote(t)}" for t, c in columns)
-    value = con.execute(f"SELECT max(m) FROM ({parts})").fetchall()[0][0]
-    return value or dt.datetime(2000, 1, 1)
+def latest_timestamp(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:
+    """The latest TIMESTAMP (else DATE) value in any table: the default "now" of a raw dataset;
+    None when no table holds one (the dataset then has no clock, never a made-up one)."""
+    for kind in ("data_type LIKE 'TIMESTAMP%'", "data_type = 'DATE'"):
+        columns = con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            f"WHERE table_schema='main' AND {kind} AND table_name NOT LIKE '\\_%' ESCAPE '\\'"
+        ).fetchall()
+        if columns:
+            parts = " UNION ALL ".join(f"SELECT max({quote(c)})::TIMESTAMP AS m FROM {quote(t)}" for t, c in columns)
+            value = con.execute(f"SELECT max(m) FROM ({parts})").fetchall()[0][0]
+            if value is not None:
+                return value
+    return None

@@ -24,6 +24,7 @@ import datetime as dt
 import gzip
 import re
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -37,6 +38,7 @@ from ehr_magic.text import split_words
 
 __all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all"]
 
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
 FUTURE_SLACK = dt.timedelta(days=1)  # how far an end time may run past the latest event
 _END_WORDS = {"end", "stop", "until", "expiry", "expiration", "expires", "due", "to", "discharge", "dischtime"}
 
@@ -49,6 +51,11 @@ class DatasetClock:
 
 
 # -- the clock ---------------------------------------------------------------------------------
+
+
+def is_end_time(column: str) -> bool:
+    """Whether a time column is named like an end, stop or due time (which may lie in the future)."""
+    return _is_end(column)
 
 
 def _is_end(column: str) -> bool:
@@ -120,21 +127,35 @@ def _stem(path: Path) -> str:
     return re.sub(r"(\.csv\.gz|\.csv|\.parquet)$", "", path.name, flags=re.IGNORECASE)
 
 
-def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> dict[str, Table]:
-    """Profiles of the loaded ``files`` (table -> file), row numbers settled across tables."""
-    tables = {name: profile(con, name, path.name, original_names(path), _stem(path)) for name, path in files.items()}
+def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None],
+                progress: Progress | None = None) -> dict[str, Table]:
+    """Profiles of the loaded ``files`` (table -> file; None for a table of a database, whose
+    names are as the database spells them), row numbers settled across tables."""
+    tables = {}
+    for i, (name, path) in enumerate(files.items()):
+        if progress:
+            progress(f"profiling {name}", i, len(files))
+        if path is None:
+            tables[name] = profile(con, name, name)
+        else:
+            tables[name] = profile(con, name, path.name, original_names(path), _stem(path))
     settle_row_numbers(con, tables)
     return tables
 
 
-def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path], *, schema: str, dataset: str,
-          now: dt.datetime | None = None, notes: tuple[str, ...] = ()) -> tuple[Knowledge, dt.datetime | None]:
-    """The drafted knowledge of the loaded ``files`` (table -> file), and the clock it found.
+def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, schema: str, dataset: str,
+          now: dt.datetime | None = None, notes: tuple[str, ...] = (),
+          progress: Progress | None = None) -> tuple[Knowledge, dt.datetime | None]:
+    """The drafted knowledge of the loaded ``files`` (table -> file, or None for a table of a
+    database), and the clock it found.
 
     ``now`` (a clock the user gave) replaces the found one in the text; ``notes`` are
-    conventions the loader adds (e.g. how it converted time zones).
+    conventions the loader adds (e.g. how it converted time zones). ``progress`` hears of
+    each table profiled, then of the search for joins.
     """
-    tables = profile_all(con, files)
+    tables = profile_all(con, files, progress)
+    if progress:
+        progress("finding joins", len(files), len(files))
     joins = find_joins(con, tables)
     clock = dataset_clock(con, tables)
     by_table: dict[str, dict[str, Join]] = {}
@@ -169,7 +190,7 @@ def _note_renamed_columns(infos: dict[str, TableInfo], tables: dict[str, Table])
     for table in tables.values():
         for column in table.columns.values():
             written = column.original
-            if written and written.lower() != column.name:
+            if written and written.lower() != column.name.lower():
                 text = infos[table.name].columns[column.name]
                 infos[table.name].columns[column.name] = (
                     f"{text} The file's column {written!r}, renamed: another header differs from it only in case.")
@@ -217,7 +238,8 @@ def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: Da
     if given is not None:
         lines.append(f"The dataset clock (ehr.now) was set to {meaning.show(given)} when loading.")
     elif clock is None:
-        lines.append("No column holds dates or times, so the dataset clock (ehr.now) is a placeholder.")
+        lines.append("No column holds dates or times, so there is no dataset clock (ehr.now): relative phrases such "
+                     "as 'last year' cannot be read.")
     else:
         lines.append(f"The dataset clock (ehr.now) is {meaning.show(clock.now)}, the latest event time in the data "
                      f"({clock.source}); relative phrases such as 'last year' count back from it.")

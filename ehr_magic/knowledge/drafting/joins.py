@@ -4,7 +4,10 @@ Every unique column (and two-column key, such as a code with its version) of eve
 is a candidate target; every id-, code- or text-typed column elsewhere is a candidate
 source. The values of each source are sketched by a bottom-k sample of their hashes (the
 same values are picked whatever the table's order, as in MinHash) and looked up in a
-temporary table of the keys' hashes, so one query tests a column against all keys at once.
+temporary table of the keys' hashes, so one query tests every column against all keys at
+once. Only the key hashes that some sketch (or chance probe) holds are kept, so the cost
+is one scan of each key column and the memory that of the sketches, however big the keys;
+the sketches of a big table come from a sample of its rows (a fixed seed).
 
 Names only rank and vouch for candidates: a column named like the key or its table
 (``subject_id`` -> ``patients.subject_id``, ``patient`` -> ``patients.id``) joins when
@@ -34,7 +37,8 @@ VALUE_SHARE = 0.98  # the same for a column joined on its values alone
 CHANCE_SHARE = 0.05  # most evenly spread integers that may be keys for values alone to count
 SAME_NAME = 2.0  # the name score of a column named exactly like the key
 SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
-BIG_TABLE = 2_000_000  # rows of a column's table past which its values are read from a sample
+BIG_TABLE = 500_000  # rows of a column's table past which its values are read from a sample
+CHANCE_PROBES = 2000  # evenly spread integers over a column's range, to rule out chance
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
 
 
@@ -80,7 +84,8 @@ def name_score(source: Table, column: Column, key: _Key) -> float:
     key_words = naming.meaningful(target.original or target.name)
     table_words = naming.meaningful(key.table.original or key.table.name)
     # The key's own name, or it after a role (spec_itemid, supervising_provider_id -> provider_id).
-    same = column.name == target.name or (column.name.endswith(target.name) and len(target.name) >= 4)
+    own, theirs = column.name.lower(), target.name.lower()  # names match in any case
+    same = own == theirs or (own.endswith(theirs) and len(theirs) >= 4)
     score = SAME_NAME if same and key_words else 0.0
     score += len(said & (key_words | table_words))
     if score:
@@ -90,7 +95,7 @@ def name_score(source: Table, column: Column, key: _Key) -> float:
 
 def _sourceable(table: Table, column: Column) -> bool:
     return (column.non_null > 0 and (column.text or column.integer) and column.name != table.row_number
-            and column.name not in ROW_NUMBERS and not (column.text and column.spaced > 0.5)
+            and column.name.lower() not in ROW_NUMBERS and not (column.text and column.spaced > 0.5)
             and not (column.personal and not column.identifier_like))
 
 
@@ -138,30 +143,36 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
     if not used:
         return _composite_joins(con, tables, keys)
     try:
+        _store_sketches(con, tables, plans)
         _store_keys(con, [k for k in single if k.kid in used])
         return _value_joins(con, tables, plans) + _composite_joins(con, tables, keys)
     finally:
         con.execute("DROP TABLE IF EXISTS _draft_keys")
+        con.execute("DROP TABLE IF EXISTS _draft_sketches")
 
 
 def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
                  plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> list[Join]:
     """The best accepted key of each planned column (see the module docstring)."""
+    found = _found(con, plans)
     shares: dict[tuple[str, str, int], float] = {}
     chance: dict[tuple[str, str, int], float] = {}
-    for (table_name, column_name), plan in plans.items():
-        table, column = tables[table_name], tables[table_name].columns[column_name]
-        found = _shares(con, table, column, [k for k, _ in plan])
-        for kid, share in found.items():
-            shares[(table_name, column_name, kid)] = share
+    for sid, ((table_name, column_name), plan) in enumerate(plans.items()):
+        column = tables[table_name].columns[column_name]
+        planned = {k.kid for k, _ in plan}
+        for kid, share in found.get(sid, {}).items():
+            if kid in planned:
+                shares[(table_name, column_name, kid)] = share
         # Integers need chance ruled out unless the key has the very same name (hospitalid 1..n), or
         # its names explain every word of the column's and the column names most of its values
         # (visit numbers 1..n in enc -> enc_2023."visit#"; not a visit_number 1..3 -> visits.id).
-        unsure = [k for k, named in plan if named < SAME_NAME and found.get(k.kid, 0) >= NAMED_SHARE
-                  and not (named and _explained(column, k) and 2 * column.distinct >= k.column.distinct)]
+        unsure = {k.kid for k, named in plan
+                  if named < SAME_NAME and shares.get((table_name, column_name, k.kid), 0) >= NAMED_SHARE
+                  and not (named and _explained(column, k) and 2 * column.distinct >= k.column.distinct)}
         if column.integer and unsure:
-            for kid, share in _chance(con, column, unsure).items():
-                chance[(table_name, column_name, kid)] = share
+            for kid, share in found.get(-sid - 1, {}).items():
+                if kid in unsure:
+                    chance[(table_name, column_name, kid)] = share
     joins = []
     for (table_name, column_name), plan in plans.items():
         table, column = tables[table_name], tables[table_name].columns[column_name]
@@ -241,11 +252,40 @@ def _outermost(accepted: list[tuple[_Key, float, float]],
     return kept
 
 
+def _store_sketches(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
+                    plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> None:
+    """The sketch of each planned column (``sid`` its position in ``plans``) and, for an integer
+    column, evenly spread integers over its range (``-sid - 1``): what the keys are probed with."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _draft_sketches (sid INTEGER, h UBIGINT)")
+    for sid, (table_name, column_name) in enumerate(plans):
+        table = tables[table_name]
+        column = table.columns[column_name]
+        con.execute(f"INSERT INTO _draft_sketches SELECT {sid}, h FROM ({_sample(table, column, column.as_key())})")
+        if column.integer and column.low is not None and column.high is not None:
+            low, high = int(column.low), int(column.high)
+            con.execute(f"INSERT INTO _draft_sketches SELECT DISTINCT {-sid - 1}, "
+                        f"hash(({low} + (i * ({high} - {low})) // {CHANCE_PROBES - 1})::BIGINT) "
+                        f"FROM range({CHANCE_PROBES}) t(i)")
+
+
 def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
-    parts = [f"SELECT {k.kid} AS kid, hash({quote(k.columns[0])}::VARCHAR) AS h FROM {quote(k.table.name)}"
-             for k in keys]
-    # Sorted by key, so a lookup in one key's values skips the others' row groups.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _draft_keys AS {' UNION ALL '.join(parts)} ORDER BY kid, h")
+    """The hashes of the keys' values that some sketch holds (one scan of each key column)."""
+    parts = [f"SELECT {k.kid} AS kid, hash({k.column.as_key()}) AS h FROM {quote(k.table.name)}" for k in keys]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _draft_keys AS SELECT DISTINCT kid, h FROM ({' UNION ALL '.join(parts)}) "
+                "WHERE h IN (SELECT h FROM _draft_sketches)")
+
+
+def _found(con: duckdb.DuckDBPyConnection,
+           plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> dict[int, dict[int, float]]:
+    """Sketch id -> key id -> the share of the sketch's values found in the key."""
+    rows = con.execute(
+        "WITH totals AS (SELECT sid, count(*) AS n FROM _draft_sketches GROUP BY sid) "
+        "SELECT s.sid, k.kid, count(*) / any_value(t.n) FROM _draft_sketches s JOIN _draft_keys k ON s.h = k.h "
+        "JOIN totals t ON t.sid = s.sid GROUP BY s.sid, k.kid").fetchall()
+    found: dict[int, dict[int, float]] = {}
+    for sid, kid, share in rows:
+        found.setdefault(int(sid), {})[int(kid)] = float(share)
+    return found
 
 
 def _sample(table: Table, column: Column, expression: str) -> str:
@@ -260,29 +300,6 @@ def _sample(table: Table, column: Column, expression: str) -> str:
             f"ORDER BY h LIMIT {SKETCH}")
 
 
-def _shares(con: duckdb.DuckDBPyConnection, table: Table, column: Column, keys: list[_Key]) -> dict[int, float]:
-    sample = _sample(table, column, f"{quote(column.name)}::VARCHAR")
-    ids = ", ".join(str(k.kid) for k in keys)
-    rows = con.execute(
-        f"WITH s AS ({sample}) SELECT k.kid, count(*), (SELECT count(*) FROM s) FROM s JOIN _draft_keys k "
-        f"ON s.h = k.h WHERE k.kid IN ({ids}) GROUP BY k.kid").fetchall()
-    return {kid: found / total for kid, found, total in rows if total}
-
-
-def _chance(con: duckdb.DuckDBPyConnection, column: Column, keys: list[_Key]) -> dict[int, float]:
-    """Share of integers spread evenly over the column's range that are values of each key."""
-    bounds = int_range(column)
-    if bounds is None:
-        return {}
-    low, high = bounds
-    ids = ", ".join(str(k.kid) for k in keys)
-    rows = con.execute(
-        f"WITH s AS (SELECT DISTINCT hash(({low} + (i * ({high} - {low})) // 1999)::BIGINT::VARCHAR) AS h "
-        f"FROM range(2000) t(i)) SELECT k.kid, count(*), (SELECT count(*) FROM s) FROM s JOIN _draft_keys k "
-        f"ON s.h = k.h WHERE k.kid IN ({ids}) GROUP BY k.kid").fetchall()
-    return {kid: found / total for kid, found, total in rows if total}
-
-
 def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], keys: list[_Key]) -> list[Join]:
     """Joins to two-column keys: a code named like the key's code and a qualifier whose few
     values are the key's qualifier values, together found in the key."""
@@ -290,7 +307,7 @@ def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], k
     for key in (k for k in keys if len(k.columns) == 2):
         code, qualifier = (key.table.columns[c] for c in key.columns)
         allowed = _values(con, key.table.name, qualifier.name)
-        pairs = f"hash({quote(code.name)}::VARCHAR, {quote(qualifier.name)}::VARCHAR)"
+        pairs = f"hash({code.as_key()}, {qualifier.as_key()})"
         for table in tables.values():
             if table is key.table:
                 continue
@@ -304,7 +321,7 @@ def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], k
                 for second in qualifiers:
                     if second is first:
                         continue
-                    expression = f"{quote(first.name)}::VARCHAR, {quote(second.name)}::VARCHAR"
+                    expression = f"{first.as_key()}, {second.as_key()}"
                     sample = _sample(table, first, expression)
                     found, total = con.execute(
                         f"WITH s AS ({sample}) SELECT count(k.h), count(*) FROM s LEFT JOIN "

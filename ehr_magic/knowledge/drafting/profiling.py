@@ -5,6 +5,16 @@ text shapes (letters, spaces, identifier-like tokens, numbers kept as text) are 
 on a sample of big tables, so the cost stays bounded. Exact distinct counts are taken only
 where a decision rests on them: candidate keys and short value lists.
 
+A table of more than ``PROFILE_SAMPLE`` rows is profiled on a sample of about that many
+(whole blocks of rows, a fixed seed: the same rows every time), so the cost of drafting a
+database does not grow with its size: counts are scaled to the table's, a column unique in
+the sample is taken for a candidate key, and only the row count and the ranges (the clock
+rests on the latest time) are read from the whole table, one cheap scan.
+
+Ids stored as floating-point numbers (``DOUBLE``, as some exports type them) whose values
+are all whole and whose names say "id" are ids: ``integer`` holds, and ``as_key`` compares
+them as the integers they are, so they match integer keys.
+
 Keys come from values. A unique, never-empty column is a candidate key; a row number
 (a dense 0..n-1 or 1..n sequence, or a column named like one) is the key only when no
 other candidate exists, and it is never a join target.
@@ -24,6 +34,8 @@ from ehr_magic.text import split_words
 VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
 VOCABULARY_MAX = 5000  # distinct values of a repeated-term column worth a lookup
 SHAPE_SAMPLE = 200_000  # rows of a big table on which text shapes are measured
+PROFILE_SAMPLE = 200_000  # rows of a bigger table on which it is profiled (see the module docstring)
+SAMPLE_TABLE = "_draft_sample"  # the temporary table holding that sample while its table is profiled
 _TEXT = ("VARCHAR",)
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 _NUMBER = (*_INTEGER, "FLOAT", "DOUBLE", "REAL")
@@ -66,6 +78,7 @@ class Column:
     codes: float = 0.0  # share of values shaped like codes (short, no spaces)
     units: float = 0.0  # share of values that are units of measure ('mg/dL', '%', 'bpm')
     values: list[tuple[str, int]] = field(default_factory=list)
+    whole: bool = False  # a floating-point column whose values are all whole numbers
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -87,7 +100,15 @@ class Column:
 
     @property
     def integer(self) -> bool:
-        return self.dtype in _INTEGER
+        """Integers, or ids stored as floating-point numbers (all whole, named like an id)."""
+        return self.dtype in _INTEGER or (self.whole and bool(set(self.words) & naming.GENERIC))
+
+    def as_key(self) -> str:
+        """SQL for this column's values as they are compared with a key's: integers (ids stored
+        as floats included) as BIGINT, anything else as text."""
+        if self.integer:
+            return f"TRY_CAST({quote(self.name)} AS BIGINT)"
+        return f"{quote(self.name)}::VARCHAR"
 
     @property
     def number(self) -> bool:
@@ -156,43 +177,95 @@ def sampled(table: str, rows: int, size: int) -> str:
     return f"(SELECT * FROM {quote(table)} USING SAMPLE {share:.4f}% (system, 7))"
 
 
-def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dict[str, str] | None = None,
-            stem: str = "") -> Table:
-    """Counts, ranges, text shapes, value lists and candidate keys of ``table``."""
-    described = con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'main' "
-        "AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
-    columns = {name: Column(name, dtype, (original or {}).get(name, name)) for name, dtype in described}
-    parts = ["count(*)"]
+def _ranges(columns: dict[str, Column]) -> list[str]:
+    parts = []
     for column in columns.values():
         c = quote(column.name)
-        parts += [f"count({c})", f"approx_count_distinct({c})"]
         if column.dtype in ("FLOAT", "DOUBLE", "REAL"):  # NaN is the largest float: leave it out
             parts += [f"min({c}) FILTER (WHERE NOT isnan({c}))", f"max({c}) FILTER (WHERE NOT isnan({c}))"]
         elif column.time or column.number:
             parts += [f"min({c})", f"max({c})"]
-    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchall()[0])
-    rows = int(stats.pop(0))
+    return parts
+
+
+def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dict[str, str] | None = None,
+            stem: str = "") -> Table:
+    """Counts, ranges, text shapes, value lists and candidate keys of ``table`` (of a sample of
+    it when it is big: see the module docstring)."""
+    described = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+        "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+    columns = {name: Column(name, dtype, (original or {}).get(name, name)) for name, dtype in described}
+    rows = int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
+    if rows <= PROFILE_SAMPLE:
+        result = _profile(con, table, table, rows, columns, file, stem)
+        _keys(con, result)
+        return result
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {SAMPLE_TABLE} AS SELECT * FROM {sampled(table, rows, PROFILE_SAMPLE)}")
+    try:
+        scanned = int(con.execute(f"SELECT count(*) FROM {SAMPLE_TABLE}").fetchall()[0][0])
+        result = _profile(con, table, SAMPLE_TABLE, scanned, columns, file, stem)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {SAMPLE_TABLE}")
+    _scale(result, rows, scanned)
+    ranged = _ranges(columns)
+    if ranged:
+        stats = list(con.execute(f"SELECT {', '.join(ranged)} FROM {quote(table)}").fetchall()[0])
+        for column in columns.values():
+            if column.time or column.number:
+                column.low, column.high = stats.pop(0), stats.pop(0)
+    _keys(con, result)
+    return result
+
+
+def _scale(table: Table, rows: int, scanned: int) -> None:
+    """Counts of a sample of ``scanned`` rows as estimates for the table's ``rows``: a column
+    unique and never empty in the sample stays so (a candidate key)."""
+    factor = rows / scanned if scanned else 0.0
+    for column in table.columns.values():
+        unique = column.exact and column.distinct == column.non_null
+        column.non_null = rows if column.non_null == scanned else round(column.non_null * factor)
+        if unique:
+            column.distinct = column.non_null
+        column.values = [(value, round(n * factor)) for value, n in column.values]
+    table.rows = rows
+
+
+def _profile(con: duckdb.DuckDBPyConnection, table: str, source: str, rows: int, columns: dict[str, Column],
+             file: str, stem: str) -> Table:
+    """The profile of ``table`` measured on ``source`` (the table itself, or a sample of it)."""
+    parts = ["count(*)"]
+    floats = [c for c in columns.values() if c.dtype in ("FLOAT", "DOUBLE", "REAL") or c.dtype.startswith("DECIMAL")]
+    for column in columns.values():
+        c = quote(column.name)
+        parts += [f"count({c})", f"approx_count_distinct({c})"]
+    parts += _ranges(columns)
+    # Ids stored as floats: all values whole (NaN and infinities are not).
+    parts += [f"bool_and(isfinite({quote(c.name)}::DOUBLE) AND {quote(c.name)} = floor({quote(c.name)}))"
+              for c in floats]
+    stats = list(con.execute(f"SELECT {', '.join(parts)} FROM {quote(source)}").fetchall()[0])
+    stats.pop(0)
     for column in columns.values():
         column.non_null, column.distinct = int(stats.pop(0)), int(stats.pop(0) or 0)
+    for column in columns.values():
         if column.time or column.number:
             column.low, column.high = stats.pop(0), stats.pop(0)
-    _text_shapes(con, table, rows, [c for c in columns.values() if c.text and c.non_null])
+    for column in floats:
+        column.whole = bool(stats.pop(0)) and column.non_null > 0
+    _text_shapes(con, source, rows, [c for c in columns.values() if c.text and c.non_null])
     for column in columns.values():
         # Exact counts where the decision depends on them: keys and value lists.
         candidate_key = (column.text or column.integer) and column.distinct >= 0.9 * column.non_null
         if column.non_null and (candidate_key or (column.text and column.distinct <= VOCABULARY_MAX * 1.1)):
-            query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(table)}"
+            query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(source)}"
             column.distinct = int(con.execute(query).fetchall()[0][0])
             column.exact = True
         if column.text and not column.personal and column.opaque < 0.5 and 0 < column.distinct <= VALUE_LIST_MAX:
             column.values = [(str(v), int(n)) for v, n in con.execute(
-                f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(table)} "
+                f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(source)} "
                 f"WHERE {quote(column.name)} IS NOT NULL "
                 f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {VALUE_LIST_MAX}").fetchall()]
-    result = Table(table, file, rows, columns, original=stem or table)
-    _keys(con, result)
-    return result
+    return Table(table, file, rows, columns, original=stem or table)
 
 
 def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: list[Column]) -> None:
@@ -234,11 +307,11 @@ def _keys(con: duckdb.DuckDBPyConnection, table: Table) -> None:
     unique = [c for c in table.columns.values()
               if c.exact and c.non_null == table.rows and c.distinct == table.rows
               and (c.text or c.integer) and not (c.text and c.spaced > 0.5)]
-    row_numbers = [c for c in unique if c.name in ROW_NUMBERS or _dense(c, table.rows)]
+    row_numbers = [c for c in unique if c.name.lower() in ROW_NUMBERS or _dense(c, table.rows)]
     others = [c for c in unique if c not in row_numbers]
     if not others and len(row_numbers) > 1:
         # Two dense sequences: the one named like a row number is the row number.
-        named = [c for c in row_numbers if c.name in ROW_NUMBERS]
+        named = [c for c in row_numbers if c.name.lower() in ROW_NUMBERS]
         if named and len(named) < len(row_numbers):
             others = [c for c in row_numbers if c not in named]
             row_numbers = named
@@ -291,10 +364,10 @@ def settle_row_numbers(con: duckdb.DuckDBPyConnection, tables: dict[str, Table])
     """A dense sequence that other tables repeat under the same name is a natural key (a
     department 1..n that visits refer to), not a row number: row numbers are unique in
     every table that has them."""
-    repeated = {c.name for t in tables.values() for c in t.columns.values()
+    repeated = {c.name.lower() for t in tables.values() for c in t.columns.values()
                 if c.non_null and (not c.exact or c.distinct < c.non_null)}
     for table in tables.values():
-        natural = [name for name in table.sequences if name not in ROW_NUMBERS and name in repeated]
+        natural = [name for name in table.sequences if name.lower() not in ROW_NUMBERS and name.lower() in repeated]
         if natural:
             table.sequences = tuple(name for name in table.sequences if name not in natural)
             _settle(con, table, [table.columns[name] for name in (*table.unique, *natural)])
