@@ -252,13 +252,15 @@ def test_a_failed_publish_changes_nothing(spark_server: SparkServer, tmp_path: P
         (1, dt.datetime(2100, 1, 2, 3, 4, 5), 3, "8e1f1b9a-0c3e-4d7e-9a57-1d6c1c1e2f3a")]
     assert _spark_rows(spark_server, "SELECT count(*) FROM atomic.empty") == [(0,)]
 
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
     from ehr_magic.engines import spark_publish
 
     original = spark_publish._copy_table
 
     def failing(session, source, table, destination):  # the server accepts a, then b fails midway
         if table == "b":
-            raise RuntimeError("disk full")
+            raise SparkConnectGrpcException(message="disk full")  # as the server reports it
         original(session, source, table, destination)
 
     monkeypatch.setattr(spark_publish, "_copy_table", failing)
