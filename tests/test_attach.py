@@ -414,7 +414,7 @@ def test_a_postgres_database_gets_drafted_knowledge_with_sampling(clinic: str, p
     with ehr_magic.connect(clinic) as ehr:
         assert ehr.schema == "db_clinicdb_clinic" and ehr.attachment is not None
         knowledge = ehr.knowledge
-        assert "visits ON labs.VISIT_ID = visits.visit_id" in knowledge.tables["labs"].joins
+        assert 'visits ON labs."VISIT_ID" = visits.visit_id' in knowledge.tables["labs"].joins
         assert "patients ON visits.patient_id = patients.patient_id" in knowledge.tables["visits"].joins
         assert "TEST_NAME" in knowledge.tables["labs"].vocabulary
         assert any("drafted from a fixed sample of about 5,000 of their rows" in rule and "labs" in rule

@@ -538,10 +538,11 @@ def _hierarchy(value: Any, tables: dict[str, TableInfo]) -> Hierarchy | None:
     if not isinstance(value, dict) or set(value) != {"table", "broader", "narrower"}:
         raise _Malformed("hierarchy must be a mapping of table, broader and narrower (its two code columns).")
     hierarchy = Hierarchy(*(_text(value[key], f"hierarchy {key}") for key in ("table", "broader", "narrower")))
-    if hierarchy.table not in tables:
+    described = {name.lower(): info for name, info in tables.items()}  # names match in any case
+    if hierarchy.table.lower() not in described:
         raise _Malformed(f"hierarchy names table {hierarchy.table!r}, which is not described.")
     for column in (hierarchy.broader, hierarchy.narrower):
-        if column not in tables[hierarchy.table].columns:
+        if column.lower() not in {c.lower() for c in described[hierarchy.table.lower()].columns}:
             raise _Malformed(f"hierarchy column {column!r} is not among the columns of {hierarchy.table!r}.")
     return hierarchy
 

@@ -134,7 +134,10 @@ def prepare_import(ehr: Database, source: str | os.PathLike[str]) -> Prepared:
     except EhrMagicError as exc:
         raise KnowledgeRefused(str(path), [str(exc)]) from None
     parsed = parsed.aligned_to({name: ehr.columns(name) for name in ehr.tables()})
-    found = problems(parsed, ehr)
+    # What the knowledge in use already says wrongly (a packaged file describes every version of a
+    # data model, a sample may break its keys) is not the edited file's fault: only new problems count.
+    inherited = set(problems(ehr.knowledge, ehr)) if ehr.knowledge is not None else set()
+    found = [problem for problem in problems(parsed, ehr) if problem not in inherited]
     now = None
     attached = getattr(ehr, "attachment", None) is not None  # its clock is read from the knowledge on connect
     if parsed.clock and not any(p.startswith("The clock") for p in found):
