@@ -89,7 +89,8 @@ def build_scaled(source: Path, out: Path, copies: int, concepts: int) -> None:
                 for column, dtype in columns:
                     low = column.lower()
                     moved = low.endswith("_id") and "concept" not in low and dtype in ("BIGINT", "INTEGER", "DOUBLE")
-                    parts.append(f'CAST("{column}" + k * {OFFSET} AS {dtype}) AS "{column}"' if moved else f'"{column}"')
+                    parts.append(f'CAST("{column}" + k * {OFFSET} AS {dtype}) AS "{column}"'
+                                 if moved else f'"{column}"')
                 con.execute(f"CREATE TABLE {name} AS SELECT {', '.join(parts)} FROM src.{name}, range({copies}) r(k)")
             elif table == "concept":
                 con.execute("CREATE TABLE concept AS SELECT * FROM src.concept")
@@ -99,7 +100,8 @@ def build_scaled(source: Path, out: Path, copies: int, concepts: int) -> None:
                     (['disorder', 'finding', 'procedure', 'substance', 'product'])[1 + (i // 5) % 5] || ' ' || i,
                     (['Condition', 'Drug', 'Procedure', 'Measurement', 'Observation'])[1 + i % 5],
                     (['SNOMED', 'RxNorm', 'LOINC', 'ICD10CM', 'CPT4'])[1 + (i // 7) % 5],
-                    (['Clinical Finding', 'Ingredient', 'Procedure', 'Lab Test', 'Observable Entity'])[1 + (i // 3) % 5],
+                    (['Clinical Finding', 'Ingredient', 'Procedure', 'Lab Test', 'Observable Entity'])
+                        [1 + (i // 3) % 5],
                     CASE WHEN i % 3 = 0 THEN 'S' END, 'X' || i, DATE '1970-01-01', DATE '2099-12-31', NULL
                     FROM range({concepts - real}) t(i)""")
             else:
@@ -167,7 +169,8 @@ def main() -> None:
     base, big = results["baseline"], results["scaled"]
     above = {name: r["rss_mb"] - r["import_rss_mb"] for name, r in results.items()}
     print(f"\nscaled / baseline (10x the persons, 10x the concepts): drafting time x"
-          f"{big['drafted'] / base['drafted']:.2f}, memory above the imports x{above['scaled'] / max(above['baseline'], 1):.2f} "
+          f"{big['drafted'] / base['drafted']:.2f}, "
+          f"memory above the imports x{above['scaled'] / max(above['baseline'], 1):.2f} "
           f"({above['baseline']:.0f} -> {above['scaled']:.0f} MB; DuckDB's share is capped at {attach.DRAFT_MEMORY}, "
           "past which it spills)")
     verdict = "met" if big["drafted"] <= 60 else "NOT met"

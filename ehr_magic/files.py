@@ -55,7 +55,8 @@ def atomic_write(path: str | os.PathLike[str], *, binary: bool = False, private:
     with replacing(path) as temporary:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
         descriptor = os.open(temporary, flags, 0o600 if private else 0o666)  # 0o666 less the umask, as open() does
-        handle = os.fdopen(descriptor, "wb") if binary else os.fdopen(descriptor, "w", encoding="utf-8", newline=newline)
+        handle = (os.fdopen(descriptor, "wb") if binary
+                  else os.fdopen(descriptor, "w", encoding="utf-8", newline=newline))
         with handle:
             yield handle
             handle.flush()

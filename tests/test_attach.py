@@ -185,8 +185,9 @@ def test_a_recognised_schema_keeps_its_packaged_knowledge_and_drafts_only_the_re
     copy = tmp_path / "mimic_copy.duckdb"
     with duckdb.connect(str(copy)) as con:
         con.execute(f"ATTACH '{ehrsql_db}' AS src (READ_ONLY)")
-        tables = [row[0] for row in con.execute("SELECT table_name FROM information_schema.tables WHERE "
-                                                "table_catalog = 'src' AND table_name NOT LIKE '\\_%' ESCAPE '\\'").fetchall()]
+        tables = [row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE "
+            "table_catalog = 'src' AND table_name NOT LIKE '\\_%' ESCAPE '\\'").fetchall()]
         for table in tables:
             con.execute(f'CREATE TABLE "{table}" AS SELECT * FROM src."{table}"')
         con.execute("CREATE TABLE ward_rounds AS SELECT hadm_id, 'round ' || (hadm_id % 7) AS round_team "

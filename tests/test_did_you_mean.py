@@ -38,7 +38,8 @@ def test_the_messages_that_suggest_a_name(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("EHR_MAGIC_CONFIG_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match=r"^Unknown setting 'modle' under \[llm\] in .*: did you mean 'model'\?$"):
         resolve_settings()
-    with pytest.raises(ConfigError, match=r"Unknown setting 'colour' for save_setting\(\): valid keys are provider, model,"):
+    with pytest.raises(ConfigError,
+                       match=r"Unknown setting 'colour' for save_setting\(\): valid keys are provider, model,"):
         save_setting("colour", "blue", config_file=config)
     with pytest.raises(EhrMagicError, match=r"No table 'admision' is described for schema mimic_iv\. "
                                             r"Did you mean 'admissions'\? Described tables: patients,"):

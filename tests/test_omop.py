@@ -99,7 +99,8 @@ def test_concepts_by_name_with_the_columns_an_analyst_needs(eunomia) -> None:
 
 def test_concepts_by_synonym_code_and_mapping(eunomia) -> None:
     synonym = eunomia.sql("SELECT s.concept_synonym_name AS name, s.concept_id AS id FROM concept_synonym s "
-                          "JOIN concept c USING (concept_id) WHERE lower(s.concept_synonym_name) <> lower(c.concept_name)"
+                          "JOIN concept c USING (concept_id) "
+                          "WHERE lower(s.concept_synonym_name) <> lower(c.concept_name)"
                           " AND c.standard_concept = 'S' ORDER BY s.concept_id LIMIT 1").row(0)
     by_synonym = eunomia.concepts(synonym[0])
     assert synonym[1] in by_synonym.filter(pl.col("found_by") == "synonym")["concept_id"].to_list()
@@ -171,12 +172,14 @@ def test_a_cell_accepted_on_one_omop_database_answers_another(tmp_path: Path, fa
 
     question = "Which patient with viral sinusitis has the lowest id?"
     code = ("answer = ehr.sql(\"SELECT min(co.person_id) AS person FROM condition_occurrence co "
-            "WHERE co.condition_concept_id IN (SELECT concept_id FROM concept WHERE concept_name = 'Viral sinusitis')\")"
+            "WHERE co.condition_concept_id IN "
+            "(SELECT concept_id FROM concept WHERE concept_name = 'Viral sinusitis')\")"
             ".item()")
     store = MemoryStore(tmp_path / "memory.sqlite")
     other = shifted_copy(tmp_path / "other.duckdb", offset=1_000_000)
     with ehr_magic.connect(eunomia_path()) as first:
-        lowest = first.sql("SELECT min(person_id) FROM condition_occurrence WHERE condition_concept_id = 40481087").item()
+        lowest = first.sql("SELECT min(person_id) FROM condition_occurrence "
+                           "WHERE condition_concept_id = 40481087").item()
         assert Session(first, memory=store).cells.remember(question, code) is not None
     with ehr_magic.connect(other) as second:
         assert second.schema == "omop_cdm" and second.dataset != first.dataset

@@ -68,7 +68,8 @@ def test_the_packaged_file_loads_with_its_version_and_every_row() -> None:
 
 def test_a_malformed_vocabulary_names_its_line() -> None:
     header = "# version: 2\n# Provenance: a test\nabbreviation\tkind\texpansions\n"
-    assert parse(header + "enc\ttable-word\tencounter | visit\n", source="t.tsv").expand("ENC") == ("encounter", "visit")
+    vocabulary = parse(header + "enc\ttable-word\tencounter | visit\n", source="t.tsv")
+    assert vocabulary.expand("ENC") == ("encounter", "visit")
     with pytest.raises(EhrMagicError, match="t.tsv, line 4"):
         parse(header + "enc\tnoun\tencounter\n", source="t.tsv")
     with pytest.raises(EhrMagicError, match="listed twice"):

@@ -350,7 +350,8 @@ class TablePicker:
                                   for column in info.vocabulary if column.lower() in here]
             self._indexed += [(table, _ValueColumn(values, recorded=True))
                               for table, values in recorded_vocabularies(
-                                  self.ehr, self._described, self.ehr.knowledge.hierarchy if self.ehr.knowledge else None)]
+                                  self.ehr, self._described,
+                                  self.ehr.knowledge.hierarchy if self.ehr.knowledge else None)]
         return self._indexed
 
 

@@ -113,7 +113,8 @@ def _run(args: argparse.Namespace) -> int:
 def accept(session: Any, answer: Any) -> int | None:
     """Store an answer as accepted, under the question its code answers on its own."""
     return session.cells.remember(answer.standalone_question, answer.code, knowledge=answer.knowledge,
-                                  answer_preview=preview(answer.answer, 500), model=answer.result.model if answer.result else None)
+                                  answer_preview=preview(answer.answer, 500),
+                                  model=answer.result.model if answer.result else None)
 
 
 def error_dict(question: str, message: str) -> dict[str, Any]:

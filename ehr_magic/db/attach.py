@@ -213,7 +213,8 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         else:
             _UNKEPT[(here.location, schema, here.fingerprint)] = (here.knowledge, list(here.notes))
     else:
-        base = previous if previous is not None and same.kind == FULL else knowledge_files.load(schema)
+        base = (previous if previous is not None and same is not None and same.kind == FULL
+                else knowledge_files.load(schema))
         described = {table.lower() for table in base.tables}
         missing = [table for table in columns if table.lower() not in described]
         complete, fill = True, None
@@ -230,7 +231,7 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         if not complete:
             _UNKEPT[(here.location, schema, here.fingerprint)] = (here.knowledge, list(here.notes))
         elif base is previous:  # an imported file: kept whole, the new tables drafted into it
-            here.write(here.knowledge.to_yaml(), FULL, imported=same.imported)
+            here.write(here.knowledge.to_yaml(), FULL, imported=same is not None and same.imported)
         elif fill is not None:
             here.write(fill.to_yaml(), FILL)
         elif kept is not None:
@@ -268,7 +269,7 @@ def draft_tables(engine: Engine, columns: Mapping[str, Mapping[str, str]], empty
     from ehr_magic.knowledge.drafting import draft as drafting
 
     notes = notes if notes is not None else []
-    con = duckdb.connect(":memory:", config=limits.duckdb_config(memory_limit=DRAFT_MEMORY))
+    con = duckdb.connect(":memory:", config=dict(limits.duckdb_config(memory_limit=DRAFT_MEMORY)))
     try:
         attached = engine.attach_to(con, "source")
         readable: list[str] = []

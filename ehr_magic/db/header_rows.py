@@ -47,8 +47,9 @@ def find(columns: Mapping[str, Mapping[str, str]], first_rows: FirstRows) -> dic
         rows = first_rows(table)
         if len(rows) != 1:
             continue
-        names = [value.strip() if isinstance(value, str) else None for value in rows[0]]
-        if not all(name and _COLUMN_NAME.match(name) for name in names):
+        stripped = [value.strip() if isinstance(value, str) else None for value in rows[0]]
+        names = [name for name in stripped if name and _COLUMN_NAME.match(name)]
+        if len(names) != len(stripped):  # a cell that is empty, not text, or no column name
             continue
         if len({name.lower() for name in names}) != len(names) or all(_PLACEHOLDER.match(n) for n in names):
             continue

@@ -254,10 +254,10 @@ class Knowledge:
         clock = []
         for entry in self.clock:
             table, dot, name = entry.partition(".")
-            actual = table_names.get(table.lower())
-            if dot and actual is not None:
-                spelled = {str(c).lower(): c for c in columns[actual]}
-                entry = f"{actual}.{spelled.get(name.lower(), name)}"
+            clock_table = table_names.get(table.lower())
+            if dot and clock_table is not None:
+                spelled = {str(c).lower(): c for c in columns[clock_table]}
+                entry = f"{clock_table}.{spelled.get(name.lower(), name)}"
             clock.append(entry)
         return dataclasses.replace(self, tables=tables, clock=tuple(clock))
 

@@ -315,7 +315,8 @@ class QuestionLinker:
         best: dict[tuple[str, str, int], _Found] = {}
         for item in found:
             key = (item.table, item.column, item.index)
-            if key not in best or (item.score, item.end - item.start) > (best[key].score, best[key].end - best[key].start):
+            if key not in best or ((item.score, item.end - item.start)
+                                   > (best[key].score, best[key].end - best[key].start)):
                 best[key] = item
         spans: dict[tuple[int, int], list[_Found]] = {}
         for item in best.values():

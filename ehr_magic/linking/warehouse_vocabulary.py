@@ -71,7 +71,8 @@ def parse(text: str, *, source: str) -> WarehouseAbbreviations:
                                 "and expansions separated by tabs.")
         word = fields[0].strip().lower()
         if word in expansions:
-            raise EhrMagicError(f"{source}, line {number}: {word!r} is listed twice; merge its expansions into one line.")
+            raise EhrMagicError(f"{source}, line {number}: {word!r} is listed twice; "
+                                "merge its expansions into one line.")
         expansions[word] = tuple(e.strip().lower() for e in fields[2].split(_SEPARATOR) if e.strip())
         kinds[word] = fields[1]
     if not version or not provenance:

@@ -153,7 +153,8 @@ class IdentifierScanner:
         if not valid:
             return found
         for table, column, _dtype in self.date_columns:
-            rows = self.ehr.sql(f"SELECT DISTINCT CAST(CAST({quote(column)} AS DATE) AS VARCHAR) AS v FROM {quote(table)} "
+            rows = self.ehr.sql(f"SELECT DISTINCT CAST(CAST({quote(column)} AS DATE) AS VARCHAR) AS v "
+                                f"FROM {quote(table)} "
                                 f"WHERE CAST({quote(column)} AS DATE) IN (SELECT unnest(?::DATE[]))", [valid])
             for value in rows["v"].to_list():
                 found.setdefault(value, []).append(f"{table}.{column}")

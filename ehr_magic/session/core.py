@@ -137,7 +137,8 @@ class Session:
             answer = strategy.answer(question, context)
             if answer is not None:
                 return self._finish(answer, started, level)
-        raise AssertionError(f"no strategy answered in {self.mode} mode")  # each mode's list ends with one that always does
+        # each mode's list ends with one that always does
+        raise AssertionError(f"no strategy answered in {self.mode} mode")
 
     def ask_in_notebook(self, question: str, **options: Any) -> Answer:
         """``ask``, then the step after the answer that every notebook front end shares: the

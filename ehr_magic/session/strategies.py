@@ -84,7 +84,8 @@ class ExactReuse:
         entry = accepted_entry(session, question)
         if entry is None:
             return None
-        namespace, shared = code_namespace(session.ehr, context.variables, session.tools())  # a cell may use notebook variables
+        # a cell may use notebook variables
+        namespace, shared = code_namespace(session.ehr, context.variables, session.tools())
         execution = Executor(session.ehr, timeout=session.settings.timeout).run(entry.code, namespace)
         if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
             return None  # the stored code no longer works here: generate anew
@@ -133,7 +134,8 @@ class AgentAnswer:
         except ConfigError as exc:
             if context.declined is None:
                 raise
-            raise ConfigError(f"{exc} {context.declined}") from None  # what to set first, then why memory could not answer
+            # what to set first, then why memory could not answer
+            raise ConfigError(f"{exc} {context.declined}") from None
         variables = context.variables
         described = [notebook.describe(name, variables[name], context.level) for name in context.present]
         conversation = ConversationContext(

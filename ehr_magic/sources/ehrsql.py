@@ -77,7 +77,8 @@ def load(
 
 
 def _copy_table(source: sqlite3.Connection, con, table: str) -> int:
-    columns = [(row[1], duckdb_type(row[2] or "")) for row in source.execute(f"PRAGMA table_info({quote(table, 'sqlite')})")]
+    columns = [(row[1], duckdb_type(row[2] or ""))
+               for row in source.execute(f"PRAGMA table_info({quote(table, 'sqlite')})")]
     ident = quote(table)
     con.execute(f"CREATE TABLE {ident} ({', '.join(f'{quote(c)} {t}' for c, t in columns)})")
     names = [c for c, _ in columns]

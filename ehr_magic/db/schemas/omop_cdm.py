@@ -154,6 +154,13 @@ def _table(ehr: Any, table: str) -> str | None:
     return next((t for t in ehr.tables() if t.lower() == table), None)
 
 
+def _present(ehr: Any, table: str) -> str:
+    """``table`` as this database spells it, for a table known to be there (``_real`` read its columns)."""
+    name = _table(ehr, table)
+    assert name is not None, f"{table} was found a moment ago"
+    return name
+
+
 def _real(ehr: Any, table: str) -> dict[str, str]:
     """Lower-case column name -> the column as this database spells it ({} for a missing or
     header-only table)."""
@@ -187,9 +194,9 @@ def _build(ehr: Any) -> _Index:
         pairs = _select(ehr, "concept_synonym", {"name": f'CAST("{synonym["concept_synonym_name"]}" AS VARCHAR)',
                                                  "concept_id": f'CAST("{synonym["concept_id"]}" AS BIGINT)'})
         synonyms = _Sorted(pairs, "name")
-        synonym_column = (_table(ehr, "concept_synonym"), synonym["concept_synonym_name"])
+        synonym_column = (_present(ehr, "concept_synonym"), synonym["concept_synonym_name"])
     return _Index(_Sorted(frame, "concept_name"), _Sorted(frame, "concept_code"), _Sorted(frame, "concept_id"),
-                  (_table(ehr, "concept"), concept["concept_name"]), synonyms, synonym_column)
+                  (_present(ehr, "concept"), concept["concept_name"]), synonyms, synonym_column)
 
 
 # -- steps -----------------------------------------------------------------------------------------

@@ -181,7 +181,7 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         schema=schema, version=1, title=f"{dataset} (a folder of tables, knowledge drafted from the data)",
         introduction=_introduction(dataset, len(files), now, clock),
         conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted",
-        drafted=True, clock=meaning.show(anchor) if anchor else None)
+        drafted=True, clock=(meaning.show(anchor),) if anchor else ())
     return knowledge, anchor
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import SupportsInt, cast
 
 import duckdb
 
@@ -262,7 +263,7 @@ def _store_sketches(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
         column = table.columns[column_name]
         con.execute(f"INSERT INTO _draft_sketches SELECT {sid}, h FROM ({_sample(table, column, column.as_key())})")
         if column.integer and column.low is not None and column.high is not None:
-            low, high = int(column.low), int(column.high)
+            low, high = int(cast(SupportsInt, column.low)), int(cast(SupportsInt, column.high))
             con.execute(f"INSERT INTO _draft_sketches SELECT DISTINCT {-sid - 1}, "
                         f"hash(({low} + (i * ({high} - {low})) // {CHANCE_PROBES - 1})::BIGINT) "
                         f"FROM range({CHANCE_PROBES}) t(i)")
@@ -271,8 +272,8 @@ def _store_sketches(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
 def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
     """The hashes of the keys' values that some sketch holds (one scan of each key column)."""
     parts = [f"SELECT {k.kid} AS kid, hash({k.column.as_key()}) AS h FROM {quote(k.table.name)}" for k in keys]
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _draft_keys AS SELECT DISTINCT kid, h FROM ({' UNION ALL '.join(parts)}) "
-                "WHERE h IN (SELECT h FROM _draft_sketches)")
+    con.execute("CREATE OR REPLACE TEMP TABLE _draft_keys AS SELECT DISTINCT kid, h "
+                f"FROM ({' UNION ALL '.join(parts)}) WHERE h IN (SELECT h FROM _draft_sketches)")
 
 
 def _found(con: duckdb.DuckDBPyConnection,
