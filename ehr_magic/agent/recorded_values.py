@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from ehr_magic.errors import EhrMagicError
+from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.knowledge.model import Hierarchy
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.safety import limits
@@ -109,6 +109,6 @@ def _values(ehr: Any, dictionary: str, key: str, value_column: str, table: str, 
     try:
         with limits.row_cap(None):  # our own read for an index, not generated code's
             frame = ehr.sql(query)
-    except EhrMagicError:  # a join column of another type, a table that cannot be read: no values
+    except QUERY_FAILURES:  # a join column of another type, a table that cannot be read: no values
         return []
     return sorted(frame["v"].to_list())
