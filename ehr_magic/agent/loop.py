@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import polars as pl
 
+from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
 from ehr_magic.runtime.executor import (ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, is_zero,
@@ -468,7 +469,7 @@ def link_values(ehr: Any, question: str) -> Linking:
     still look them up (a database whose lookup columns cannot be read must still be asked)."""
     try:
         return link_question(ehr, question)
-    except Exception:
+    except QUERY_FAILURES:  # a column that cannot be read does not stop the question; a bug keeps its traceback
         log.warning("Value linking failed for %r", question, exc_info=True)
         return Linking()
 
