@@ -20,10 +20,22 @@ def progress_bar(title: str, *, quiet: bool = False) -> Iterator[ProgressCallbac
         yield None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=True) as bar:
-        task = bar.add_task(title, total=None)
+    # Drawn from the first report on: work that reports nothing (connecting to a database that needs
+    # no drafting) leaves stderr untouched, not even the blank line a stopped display writes.
+    bar: Progress | None = None
+    task = None
 
-        def update(phase: str, done: int, total: int) -> None:
-            bar.update(task, description=f"{title}: {phase}", completed=done, total=total or None)
+    def update(phase: str, done: int, total: int) -> None:
+        nonlocal bar, task
+        if bar is None:
+            bar = Progress(*columns, console=stderr, transient=True)
+            bar.start()
+            task = bar.add_task(title, total=None)
+        assert task is not None
+        bar.update(task, description=f"{title}: {phase}", completed=done, total=total or None)
 
+    try:
         yield update
+    finally:
+        if bar is not None:
+            bar.stop()
