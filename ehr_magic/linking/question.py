@@ -201,7 +201,9 @@ class QuestionLinker:
     """Links questions on one database; holds its per-column word indexes (built on first use)."""
 
     def __init__(self, ehr: Any, *, max_values: int = MAX_VALUES) -> None:
-        self.ehr = ehr
+        # A weak reference: the linker is the value of a weak-keyed map whose key is ``ehr``, and a
+        # strong one would keep every database (and its value indexes) alive for the process's life.
+        self._ehr = weakref.ref(ehr)
         self.max_values = max_values
         self._lock = threading.Lock()
         self._columns: dict[tuple[str, str], _ColumnWords | None] = {}
@@ -209,6 +211,13 @@ class QuestionLinker:
         self._dictionaries: dict[str, _Dictionary | None] | None = None
         self._rows: dict[tuple[str, str], pl.DataFrame | None] = {}
         self._names: frozenset[str] | None = None
+
+    @property
+    def ehr(self) -> Any:
+        ehr = self._ehr()
+        if ehr is None:
+            raise ReferenceError("the database of this linker is closed and gone")
+        return ehr
 
     def link(self, question: str) -> Linking:
         """The stored values ``question``'s words may mean (see the module docstring)."""
