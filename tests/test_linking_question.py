@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
 import ehr_magic
@@ -59,10 +58,13 @@ def test_a_term_stored_in_many_places_lists_the_best_few_and_says_there_are_more
 
 
 def test_a_column_of_more_values_than_the_bound_is_skipped_and_named(tmp_path: Path) -> None:
+    from ehr_magic.db.build import building, write_metadata
+
     path = tmp_path / "big.duckdb"
-    with duckdb.connect(str(path)) as con:
+    with building(path) as con:  # built by ehr-magic: its dictionary tables' text columns are looked up
         con.execute(f"CREATE TABLE d_terms AS SELECT 'term number ' || i AS label FROM range({MAX_VALUES + 1}) t(i)")
         con.execute("CREATE TABLE d_units AS SELECT * FROM (VALUES ('milligram'), ('millilitre')) v(label)")
+        write_metadata(con, schema="terms", source="test", now="2024-01-01 00:00:00", dataset="terms")
     with ehr_magic.connect(path) as big:
         assert {("d_terms", "label"), ("d_units", "label")} <= set(big.lookup_columns())
         linking = QuestionLinker(big).link("How many millilitre of term number 7?")

@@ -61,7 +61,7 @@ from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, normalise, prefix_stem, sp
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
 THRESHOLD = 1.0
-FULL_SHARE = 0.3  # of the best score: a table the question needs in full, not only in a line
+FULL_SHARE = 0.5  # of the best score: a table the question needs in full, not only in a line
 MAX_FULL = 5
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium', 'urea nitrogen'); a part, a share
