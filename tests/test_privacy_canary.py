@@ -162,7 +162,7 @@ def test_schema_level_sends_no_patient_value(fake_llm, canary_db: Path, tmp_path
     audit = AuditLog(tmp_path / "audit.sqlite")
     results = _run_batch(fake_llm, canary_db, None, audit)  # the default for this database: schema
     assert [r.status for r in results] == ["answered"] * len(BATCH), [r.message for r in results]
-    assert sum(len(r.steps) for r in results) >= 15  # the failures did happen
+    assert sum(len(r.steps) for r in results) >= 12  # the failures did happen (hints now fix some at once)
     sent = _sent(fake_llm)
     assert _leaks(sent) == {}
     everything = "\n".join(sent)
