@@ -37,7 +37,7 @@ def eicu(eicu_demo_db: Path):
 
 def test_packaged_vocabulary_is_versioned_data_with_ranked_meanings() -> None:
     vocabulary = clinical_vocabulary()
-    assert vocabulary.version == "1" and len(vocabulary) >= 300
+    assert vocabulary.version == "2" and len(vocabulary) >= 300
     assert vocabulary.expand("Hgb") == ("hemoglobin",)
     assert vocabulary.expand("k+") == ("potassium",)  # case and punctuation do not matter
     assert vocabulary.expand("Lasix") == ("furosemide",)

@@ -72,9 +72,9 @@ def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_ow
     assert "## labevents" in user and "## d_labitems" in user  # what the question needs, in full
     # the spine, chosen because most questions pass through it, described after what the question
     # needs (the window has room for it here)
-    assert "## admissions" in user and user.index("## admissions") > user.index("## labevents")
+    assert "## admissions" in user and user.index("## admissions") > user.index("## labevents"), prompt.tables
     assert "## labevents" not in system  # full descriptions travel with the question
-    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables[:5])  # ranked first
+    assert {"labevents", "d_labitems", "admissions"} <= set(prompt.tables[:5]), prompt.tables  # ranked first
 
 
 def test_short_stored_labels_and_the_tables_they_need_are_chosen(ehr) -> None:

@@ -60,7 +60,7 @@ Messages = list[dict[str, str]]
 
 
 SCHEMA_SHARE = 0.35  # of the window, at most, for the chosen tables' descriptions (full and one-line)
-SYSTEM_SHARE = 0.5  # of the window, at most, for a system message whose index names every column
+SYSTEM_SHARE = 0.4  # of the window, at most, for a system message whose index names every column
 
 
 def index_form(system_tokens: Callable[[bool], int], window: int) -> bool:

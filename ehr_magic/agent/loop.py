@@ -49,6 +49,7 @@ _CUT_OFF = ("The model's reply was cut off at its token limit before any code wa
 _METADATA = ("`answer` holds only names of columns or tables, not data: the question asks about the data, so "
              "compute `answer` from the rows of the tables")
 _DEBUG_TABLES = 8  # columns of at most this many tables go to the debugger
+_WHOLE_TERM = 95  # linking score of a term that names a stored value whole
 _NOT_FROM_DATA = ("`answer` was typed in, not computed from the data: the code never uses `ehr`; read the "
                   "database with ehr.sql or ehr.table and compute `answer` from what it returns")
 
@@ -379,7 +380,8 @@ class Agent:
         linking = link_values(self.ehr, question)
         linked = context.linked_values(linking)
         sure, named = linked_tables(linking, self.ehr.tables())
-        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots], linked=sure, events=named)
+        choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots], linked=sure, events=named,
+                                          values_said=whole_terms(linking))
         skills_text = self.skill_cards(question, self.ehr.schema) if self.skill_cards else ""
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
@@ -448,6 +450,11 @@ class Agent:
                                         completion.latency_s, completion.call_id))
         result.model_seconds += completion.latency_s
         return completion
+
+
+def whole_terms(linking: Linking) -> list[str]:
+    """The question's terms that name a stored value whole (as written, or by what they stand for)."""
+    return [term.text for term in linking.terms if term.values and term.values[0].score >= _WHOLE_TERM]
 
 
 def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float], dict[str, set[str]]]:

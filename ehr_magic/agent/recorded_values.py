@@ -14,10 +14,12 @@ table of a billion rows costs what one of a few million does. Rules of the knowl
 dictionary is a described table with a key and lookup columns that joins nothing itself; a table
 joins it when one of its joins reads ``<dictionary> ON <column> = <dictionary>.<key>`` (or ``ON
 <key>``). Tables of the dictionary's own module (OMOP's synonyms, ancestors, relationships) describe
-the dictionary rather than record its codes, and a table derived from another that records them
-(``derived_from``: OMOP's eras) summarises its source's codes: both are left out. A table whose codes
-questions name by a broader one (``by_hierarchy``: OMOP's drug products, asked about by ingredient)
-gets the names of the codes above its own in the knowledge's ``hierarchy`` too.
+the dictionary rather than record its codes; one that joins only the dictionary and has lookup columns
+(OMOP's concept_synonym) lends its other names of the same codes ('stroke' for a cerebrovascular
+accident). A table derived from another that records them (``derived_from``: OMOP's eras) summarises
+its source's codes: it is left out. A table whose codes questions name by a broader one
+(``by_hierarchy``: OMOP's drug products, asked about by ingredient) gets the names of the codes above
+its own in the knowledge's ``hierarchy`` too.
 """
 
 from __future__ import annotations
@@ -26,28 +28,40 @@ import re
 import threading
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.identifiers import quote_identifier
 from ehr_magic.knowledge.model import Hierarchy
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.safety import limits
 
-__all__ = ["ROWS", "recorded_vocabularies"]
+__all__ = ["ROWS", "RecordedNames", "recorded_vocabularies"]
 
 ROWS = 5_000_000  # rows of a joining table read, at most
 _MIN_REFERRERS = 4  # a dictionary joined from fewer brings them all already (table_choice._MAX_REFERRERS)
 _KEY_JOIN = re.compile(r"^\s*(\w+)\s+ON\s+(?:(\w+)|(?:\w+\.)?(\w+)\s*=\s*(\w+)\.(\w+))\s*$", re.IGNORECASE)
 
-_found: weakref.WeakKeyDictionary[Any, list[tuple[str, Vocabulary]]] = weakref.WeakKeyDictionary()
+_found: weakref.WeakKeyDictionary[Any, list[RecordedNames]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
+@dataclass(frozen=True)
+class RecordedNames:
+    """The names of the codes ``table`` records, and with ``by_hierarchy`` of the codes above them."""
+
+    table: str
+    vocabulary: Vocabulary
+    by_hierarchy: bool = False
+
+
 def recorded_vocabularies(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None = None
-                          ) -> list[tuple[str, Vocabulary]]:
-    """``(table, vocabulary)``: for each table joining a dictionary of many referrers on its key,
-    the dictionary's lookup values of the codes that table holds, and for a table marked
-    ``by_hierarchy`` of the codes above them in ``hierarchy`` too (read once per connection)."""
+                          ) -> list[RecordedNames]:
+    """For each table joining a dictionary of many referrers on its key, the dictionary's lookup
+    values (and the other names of its satellite tables: OMOP's synonyms) of the codes that table
+    holds, and for a table marked ``by_hierarchy`` those of the codes above them in ``hierarchy``
+    too (read once per connection)."""
     with _lock:
         found = _found.get(ehr)
         if found is None:
@@ -56,8 +70,9 @@ def recorded_vocabularies(ehr: Any, described: Mapping[str, Any], hierarchy: Hie
         return found
 
 
-def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -> list[tuple[str, Vocabulary]]:
+def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -> list[RecordedNames]:
     joins: dict[str, list[tuple[str, str]]] = {}  # dictionary -> (table, its column) joining its key
+    names: dict[str, list[tuple[str, str, str]]] = {}  # dictionary -> (table, key column, name column) of other names
     for table, info in described.items():
         for join in info.joins:
             match = _KEY_JOIN.match(join)
@@ -68,9 +83,11 @@ def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -
             dictionary = described.get(target)
             if (dictionary is not None and side.lower() == target.lower() and dictionary.key
                     and key.lower() == dictionary.key.lower() and dictionary.vocabulary
-                    and not dictionary.join_targets and target != table
-                    and (dictionary.module is None or info.module != dictionary.module)):
-                joins.setdefault(target, []).append((table, column))
+                    and not dictionary.join_targets and target != table):
+                if dictionary.module is None or info.module != dictionary.module:
+                    joins.setdefault(target, []).append((table, column))
+                elif info.join_targets == (target,):  # OMOP's concept_synonym: more names of the same entries
+                    names.setdefault(target, []).extend((table, column, name) for name in info.vocabulary)
     found = []
     for dictionary, referrers in joins.items():
         if len({table for table, _ in referrers}) < _MIN_REFERRERS:
@@ -81,10 +98,13 @@ def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -
             if described[table].derived_from in sources:
                 continue  # its codes are its source's (condition_era's are condition_occurrence's): named there
             above = hierarchy if described[table].by_hierarchy else None
+            values: set[str] = set()
             for value_column in info.vocabulary:
-                values = _values(ehr, dictionary, info.key, value_column, table, column, above)
-                if values:
-                    found.append((table, Vocabulary.build(values)))
+                values.update(_values(ehr, dictionary, info.key, value_column, table, column, above))
+            for names_table, names_key, name_column in names.get(dictionary, ()):
+                values.update(_values(ehr, names_table, names_key, name_column, table, column, above))
+            if values:
+                found.append(RecordedNames(table, Vocabulary.build(sorted(values)), above is not None))
     return found
 
 
@@ -96,16 +116,17 @@ def _values(ehr: Any, dictionary: str, key: str, value_column: str, table: str, 
         names[table].get(column.lower())
     if key is None or value_column is None or column is None:
         return []  # not in this database (a table exported empty keeps only placeholder columns)
-    held = f'(SELECT "{column}" FROM (SELECT "{column}" FROM "{table}" LIMIT {ROWS}) AS r)'
-    codes = f'd."{key}" IN {held}'
+    q = quote_identifier
+    held = f"(SELECT {q(column)} FROM (SELECT {q(column)} FROM {q(table)} LIMIT {ROWS}) AS r)"
+    codes = f"d.{q(key)} IN {held}"
     if hierarchy is not None:
-        broader = names[hierarchy.table].get(hierarchy.broader.lower())
-        narrower = names[hierarchy.table].get(hierarchy.narrower.lower())
-        if broader is not None and narrower is not None:  # and the codes above them: ingredients of products
-            codes = (f'({codes} OR d."{key}" IN (SELECT h."{broader}" FROM "{hierarchy.table}" AS h '
-                     f'WHERE h."{narrower}" IN {held}))')
-    query = (f'SELECT DISTINCT CAST(d."{value_column}" AS VARCHAR) AS v FROM "{dictionary}" AS d '
-             f'WHERE d."{value_column}" IS NOT NULL AND {codes}')
+        above = names[hierarchy.table].get(hierarchy.broader.lower())
+        below = names[hierarchy.table].get(hierarchy.narrower.lower())
+        if above is not None and below is not None:  # and the codes above them: ingredients of products
+            codes = (f"({codes} OR d.{q(key)} IN (SELECT h.{q(above)} FROM {q(hierarchy.table)} AS h "
+                     f"WHERE h.{q(below)} IN {held}))")
+    query = (f"SELECT DISTINCT CAST(d.{q(value_column)} AS VARCHAR) AS v FROM {q(dictionary)} AS d "
+             f"WHERE d.{q(value_column)} IS NOT NULL AND {codes}")
     try:
         with limits.row_cap(None):  # our own read for an index, not generated code's
             frame = ehr.sql(query)

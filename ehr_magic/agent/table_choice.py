@@ -6,10 +6,12 @@ signals, all read from the dataset's own knowledge and data, none written per sc
 
 - the question's words against the table's words: its name and column names (split:
   ``LabTestKey`` -> lab test key; a word inside a name run together, 'test' in
-  ``labtestkey``, counts for less), its row, description and column meanings, and the
-  conventions that name it (IDF-weighted, so words that every table shares count little);
-  a word counts for the other words of its group in ``schema_words.txt`` ('cost' finds
-  a charges table, 'drug' a medication-orders table, whatever the schema calls them);
+  ``labtestkey``, counts for less, and never across two words of a name), its row,
+  description and column meanings, and the conventions that name it (IDF-weighted, so words
+  that every table shares count little; a word of that prose only, for less than one of its
+  names); a word counts for the other words of its group in ``schema_words.txt`` ('cost'
+  finds a charges table, 'drug' a medication-orders table, 'diagnoses' a table named for
+  conditions, whatever the schema calls them);
 - stored values: how much of one looked-up value (``vocabulary`` columns: lab labels,
   drug names...) the question says, IDF-weighted: all of it ('ptt', 'urea nitrogen') points
   at the table as surely as its name would, a part of it far less (one value's share, squared,
@@ -24,13 +26,18 @@ signals, all read from the dataset's own knowledge and data, none written per sc
 
 - codes named through others: a dictionary that many tables join (OMOP's concept) lends each of
   them the names of the codes it records (``recorded_values``: 'sinusitis' -> condition_occurrence);
-  a question asking for a code with everything below it ('any kind of', ``hierarchy_phrases.txt``)
-  brings the schema's hierarchy table (knowledge ``hierarchy``), and so does a table whose codes
-  questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient).
+  a name found in a table of other names of a dictionary's entries (OMOP's concept_synonym) counts
+  for the dictionary; a summary of another table (``derived_from``: OMOP's eras) shares the codes
+  named there when the question also says a word only the summary has ('episodes'); a question
+  asking for a code with everything below it ('any kind of', ``hierarchy_phrases.txt``) brings the
+  schema's hierarchy table (knowledge ``hierarchy``), and so does one naming a code of a table whose
+  codes questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient).
 
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
-Tables scoring at least ``THRESHOLD`` are chosen, best first; the prompt budget
+Tables scoring at least ``THRESHOLD`` are chosen, best first. Those the question needs in full
+score half the best, or are as sure as a whole stored value said (two tables each named by a
+value are both needed, however many words point at one of them); the prompt budget
 (``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
 other table still appears in the one-line index of the system prompt, and the model
 can call ``ehr.describe(table)``.
@@ -56,7 +63,7 @@ from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.memory.similarity import default_tokens
-from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, normalise, prefix_stem, split_words
+from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, PREFIX_LENGTH, normalise, prefix_stem, split_words
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
@@ -65,11 +72,13 @@ FULL_SHARE = 0.5  # of the best score: a table the question needs in full, not o
 MAX_FULL = 5
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium', 'urea nitrogen'); a part, a share
+_NAMED_VALUE = 0.5  # of a stored value said: the question names one of a dictionary's entries
 _WHOLE = 0.999  # coverage that is a whole value (float sums)
 _NAMED_SCORE = 3.0  # the question says the table's name
 _PARTNER_SHARE = 0.7  # a joined table inherits this share of the choosing table's score
 _STRONG = 4.0  # a table this sure brings the tables it joins to right after it (labevents -> d_labitems)
 _STRONG_PARTNER_SHARE = 0.95
+_SURE_FULL = _STRONG_PARTNER_SHARE * _STRONG  # needed in full whatever the best: a whole value, or a table it brings
 _PARTNER_HOPS = 2  # d_items -> inputevents -> icustays
 _SPINE_SHARE = 0.4  # a table most others join to (of the tables minus itself)
 _MIN_VALUE_WORD = 4
@@ -78,12 +87,15 @@ _PART_SHARE = 0.8  # of the word's weight: a part of a name is less sure than a 
 _MAX_REFERRERS = 3  # a sure dictionary joined from this few brings them too: lab tests -> lab results
 _SURE = 2.0  # below this best score the choice is unsure: show more tables, in one line
 _UNSURE_TABLES = 6
+_PROSE_SHARE = 0.75  # of the word's weight: a word of a table's description only, not of its names
+_SHORTHAND_MEANINGS = 3  # a value must be said whole to count, so a wrong meaning of 'DC' adds little
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 _HIERARCHY_SCORE = _STRONG  # the question asks for a code with everything below it
 # the words of a phrase asking for a hierarchy ('any kind of'), left out of the question's words with it
 _HIERARCHY_WORDS = frozenset(w[:5] for w in ("kind", "kinds", "type", "types", "form", "forms", "sort", "sorts",
                                              "variety", "varieties", "class", "classes"))
 
+_ONE_ENTITY = re.compile(r"\b[A-Za-z]+\s+#?\d+\b")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 # Words of questions that name no table: English function words, and words every EHR question uses.
 _STOP = FUNCTION_WORDS | frozenset("""
@@ -94,7 +106,13 @@ named name called record records recorded data database table tables row rows co
 
 
 def _content_words(text: str) -> list[str]:
-    return [prefix_stem(w) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+    return [prefix_stem(_singular(w)) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+
+
+def _singular(word: str) -> str:
+    """A short plural without its s ('eras', 'codes', 'labs'), which the five-letter stem keeps;
+    a longer word loses it in the stem anyway."""
+    return word[:-1] if 4 <= len(word) <= PREFIX_LENGTH and word.endswith("s") and not word.endswith("ss") else word
 
 
 @cache
@@ -137,7 +155,7 @@ def shorthand_words(question: str) -> set[str]:
         initial = not question[:match.start()].strip() or question[:match.start()].rstrip()[-1] in ".?!:"
         if not (token.isupper() or any(c.isupper() for c in token[1:]) or (token[0].isupper() and not initial)):
             continue
-        for expansion in vocabulary.expand(token)[:1]:  # the first meaning: the most common one
+        for expansion in vocabulary.expand(token)[:_SHORTHAND_MEANINGS]:
             found.update(w for w in split_words(expansion) if len(w) >= 3 and w not in _STOP)
     return found
 
@@ -173,7 +191,7 @@ class TableChoice:
             if table in self.spine_only:
                 spine += 1
                 continue
-            if spine or self.scores[table] < share * best or count == most:
+            if spine or count == most or self.scores[table] < min(share * best, _SURE_FULL):
                 break
             count += 1
         return max(1, count + spine) if self.tables else 0
@@ -188,8 +206,12 @@ class TablePicker:
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
+        self._named_by = self._table_documents(knowledge, names_only=True)
         self._name_words = {t: frozenset(identifier_words(t)) for t in self.tables}
-        self._names = {t: tuple({NON_ALNUM.sub("", n.lower()) for n in (t, *self.ehr.columns(t))})
+        # the words of each name (a word run together, 'labtestkey', is one): a question word is looked for
+        # inside them, never across two ('codes' is not in revenue_code_source_value)
+        self._names = {t: tuple({piece for n in (t, *self.ehr.columns(t))
+                                 for piece in NON_ALNUM.split(_CAMEL.sub(" ", str(n)).lower()) if piece})
                        for t in self.tables}
         document_frequency = Counter(word for words in self._documents.values() for word in words)
         count = max(1, len(self.tables))
@@ -201,38 +223,54 @@ class TablePicker:
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._indexed: list[tuple[str, _ValueColumn]] | None = None
+        self._derived = {t: info.derived_from for t, info in self._described.items()
+                         if info.derived_from in self._described}
+        # a table joining one dictionary only, of the dictionary's own module: more names of its entries
+        self._satellites = {t: targets[0] for t, targets in self._joins.items()
+                            if len(targets) == 1 and targets[0] in self._described and not self._joins.get(targets[0])
+                            and self._described[t].vocabulary
+                            and self._described[t].module == self._described[targets[0]].module}
         hierarchy = knowledge.hierarchy if knowledge else None
         self._hierarchy = hierarchy.table if hierarchy and hierarchy.table in self.tables else None
 
     def choose(self, question: str, examples: Sequence[tuple[str, str]] = (),
                linked: Mapping[str, float] | None = None,
-               events: Mapping[str, Collection[str]] | None = None) -> TableChoice:
+               events: Mapping[str, Collection[str]] | None = None, values_said: Collection[str] = ()) -> TableChoice:
         """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
         few-shot examples; the tables of an example count as much as it resembles the question.
         ``linked``: table -> how surely (0-1) the question names a stored value of it (value
         linking, ``ehr_magic.linking.question``); ``events``: a dictionary table -> the tables its
-        linked rows name (an item's 'linksto'), the event tables that hold those items."""
+        linked rows name (an item's 'linksto'), the event tables that hold those items;
+        ``values_said``: the question's terms that name a stored value whole ('acute bronchitis'),
+        whose words then count for that value only, not for the tables whose prose uses them."""
         scores: Counter[str] = Counter()
         events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
         asks_hierarchy = bool(self._hierarchy and _hierarchy_phrases().search(question))
-        said = set(_content_words(question))
+        said = set(_content_words(question)) - {w for term in values_said for w in _content_words(term)}
         if asks_hierarchy:  # 'any kind of' says nothing of the tables that speak of kinds of visit
             said -= _HIERARCHY_WORDS
-        named = set(split_words(question))
+        # 'patient 10002428' names a patient, not the table of patients: only a name said alone names a table
+        named = set(split_words(_ONE_ENTITY.sub(" ", question)))
         # A word no table uses stands for the other words of its group: a bridge between the
         # question's words and the schema's, never extra weight for a word the schema speaks.
         related = {s for w in said if w not in self._idf for s in _synonyms().get(w, ())} - said
+        # a table named by another word of a question word's group ('diagnoses' for condition_occurrence),
+        # even where the word itself is used in some table's prose
+        kin = {s for w in said for s in _synonyms().get(w, ())} - said
         related |= {w for token in re.findall(r"\b[A-Z][A-Z0-9]+\b", question)  # 'ICU', 'DX' as written
                     if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - said
         for table, document in self._documents.items():
-            scores[table] += sum(self._idf[w] for w in said & document)
+            # a word of the table's name or columns says what it holds; one of its prose alone ('taken',
+            # 'length of stay', 'cardiology'), only perhaps
+            scores[table] += sum(self._idf[w] * (1.0 if w in self._named_by[table] else _PROSE_SHARE)
+                                 for w in said & document)
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
-            elif table not in self.spine and related & self._name_words[table]:
+            elif table not in self.spine and kin & self._name_words[table]:
                 # named by another word of its group ('cost' for ChargeLine); not the spine, which most
                 # questions name in passing ('on their last hospital visit')
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
@@ -243,9 +281,22 @@ class TablePicker:
         if linked is not None:  # linking knows a dictionary's values, not the tables that record its codes
             for table, share in self._value_coverage(question, recorded_only=True).items():
                 coverage[table] = max(coverage.get(table, 0.0), share)
+        for table, dictionary in self._satellites.items():
+            # a name in a table of other names of a dictionary's entries (OMOP's concept_synonym) names
+            # that dictionary's entry: the dictionary is what the question needs, not the list of names
+            if table in coverage:
+                coverage[dictionary] = max(coverage.get(dictionary, 0.0), coverage.pop(table))
         for table, share in coverage.items():
             # squared: a whole value counts in full, a third of a long title hardly at all
             scores[table] += _WHOLE_VALUE_SCORE * share ** 2
+        for table, source in self._derived.items():
+            # a summary of another table's records (OMOP's eras) holds the codes the question names there,
+            # when the question also says what only the summary is ('episodes', 'continuous', 'era')
+            if said & (self._documents[table] - self._documents[source]):
+                # never above its source: a word of the summary's prose ('took') is no surer than the codes
+                source_score = _WHOLE_VALUE_SCORE * coverage.get(source, 0.0) ** 2
+                scores[table] = max(scores[table], min(scores[table] + _PARTNER_SHARE * source_score,
+                                                       _STRONG_PARTNER_SHARE * source_score))
         if asks_hierarchy:
             scores[self._hierarchy] = max(scores[self._hierarchy], _HIERARCHY_SCORE)
         masked = default_tokens(question)
@@ -254,7 +305,7 @@ class TablePicker:
             for table in tables_in_code(self.tables, code):
                 scores[table] = max(scores[table], _EXAMPLE_SCORE * likeness)
         best = max(scores.values(), default=0.0)
-        spine_only = frozenset(t for t in self.spine if scores[t] < FULL_SHARE * best)
+        spine_only = frozenset(t for t in self.spine if scores[t] < min(FULL_SHARE * best, _SURE_FULL))
         for table in self.spine:
             scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
         for _ in range(_PARTNER_HOPS):
@@ -262,16 +313,22 @@ class TablePicker:
                 if score >= THRESHOLD and table not in self.spine:
                     share = _STRONG_PARTNER_SHARE if score >= _STRONG else _PARTNER_SHARE
                     referrers = self._referrers.get(table, ())
-                    if len(referrers) > _MAX_REFERRERS or self._joins.get(table):
-                        referrers = ()  # only a dictionary (joins nothing, joined from few) brings its events
-                    partners = self._joins.get(table, ()) + referrers
+                    if len(referrers) > _MAX_REFERRERS or not set(self._joins.get(table, ())) <= set(referrers):
+                        # only a dictionary (joins only what joins it, joined from few) brings its events
+                        referrers = ()
+                    elif referrers and coverage.get(table, 0.0) >= _NAMED_VALUE:
+                        share = _STRONG_PARTNER_SHARE  # a value named: its rows are in the tables that join it
+                    partners = tuple(dict.fromkeys(self._joins.get(table, ()) + referrers))
                     if events.get(table):  # the items found are recorded there, not in its other referrers
                         partners, share = events[table], _STRONG_PARTNER_SHARE
                     for partner in partners:
                         scores[partner] = max(scores[partner], share * score)
-        for table, info in self._described.items():
-            if self._hierarchy and info.by_hierarchy and scores[table] >= THRESHOLD:
-                scores[self._hierarchy] = max(scores[self._hierarchy], _PARTNER_SHARE * scores[table])
+        if self._hierarchy:
+            for table, share in self._hierarchy_coverage(question).items():
+                # a drug named: its products are counted through the hierarchy, whatever level the name is at,
+                # so the hierarchy is needed as surely as the table
+                surely = _STRONG_PARTNER_SHARE * max(_WHOLE_VALUE_SCORE, scores[table])
+                scores[self._hierarchy] = max(scores[self._hierarchy], share ** 2 * surely)
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
         if best < _SURE:
             # Unsure: the likeliest tables in one line each beat a prompt that describes none.
@@ -279,7 +336,7 @@ class TablePicker:
             chosen += likely[:max(0, _UNSURE_TABLES - len(chosen))]
         # the tables the question needs in full first, then the spine when chosen only as such
         # (listed in a line, it stays in even a small window), then the rest
-        full = [t for t in chosen if t not in spine_only and scores[t] >= FULL_SHARE * best][:MAX_FULL]
+        full = [t for t in chosen if t not in spine_only and scores[t] >= min(FULL_SHARE * best, _SURE_FULL)][:MAX_FULL]
         ranked = full + [t for t in chosen if t in spine_only] + \
             [t for t in chosen if t not in full and t not in spine_only]
         return TableChoice(tuple(ranked), {t: round(scores[t], 2) for t in chosen}, spine_only & set(chosen))
@@ -293,7 +350,7 @@ class TablePicker:
         found = sum(self._in_names(word, t) for t in self.tables)
         return math.log(1 + len(self.tables) / max(1, found))
 
-    def _table_documents(self, knowledge: Any) -> dict[str, frozenset[str]]:
+    def _table_documents(self, knowledge: Any, *, names_only: bool = False) -> dict[str, frozenset[str]]:
         documents: dict[str, set[str]] = {}
         for table in self.tables:
             words = set(identifier_words(table)) | spelled_out(table)
@@ -301,13 +358,13 @@ class TablePicker:
                 words.update(identifier_words(column))
                 words.update(spelled_out(column))
             info = self._described.get(table)
-            if info is not None:
+            if info is not None and not names_only:
                 text = " ".join((info.row, info.description, *info.columns.values()))
                 # another table named in the text ("refers to admissions.hadm_id", "referred to by
                 # charges") says what this table joins, not what it holds: its words stay with it
                 words.update(_content_words(self._other_tables(table).sub(" ", text)))
             documents[table] = words
-        for rule in knowledge.conventions if knowledge else ():
+        for rule in knowledge.conventions if knowledge and not names_only else ():
             named = tables_in_code(self.tables, rule)
             for table in named:
                 documents[table].update(_content_words(rule))
@@ -318,6 +375,17 @@ class TablePicker:
         if not others:
             return re.compile(r"(?!)")
         return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
+
+    def _hierarchy_coverage(self, question: str) -> dict[str, float]:
+        """Table -> how much of the name of a code it records, or of one above them, the question says,
+        for the tables whose codes questions name by a broader one (``by_hierarchy``): 'ibuprofen'
+        names an ingredient, and its products are counted through the hierarchy."""
+        words = {w for w in normalise(question).split() if not w.isdigit()} | shorthand_words(question)
+        found: dict[str, float] = {}
+        for table, column in self._value_columns():
+            if column.by_hierarchy:
+                found[table] = max(found.get(table, 0.0), column.coverage(words))
+        return found
 
     def _value_coverage(self, question: str, *, recorded_only: bool = False) -> dict[str, float]:
         """Table -> how much of its best stored value the question says (0-1, IDF-weighted within
@@ -348,8 +416,9 @@ class TablePicker:
                 here = {c.lower(): c for c in self.ehr.columns(table)}  # a database may spell names in upper case
                 self._indexed += [(table, _ValueColumn(self.ehr.vocabulary(table, here[column.lower()])))
                                   for column in info.vocabulary if column.lower() in here]
-            self._indexed += [(table, _ValueColumn(values, recorded=True))
-                              for table, values in recorded_vocabularies(
+            self._indexed += [(names.table, _ValueColumn(names.vocabulary, recorded=True,
+                                                         by_hierarchy=names.by_hierarchy))
+                              for names in recorded_vocabularies(
                                   self.ehr, self._described,
                                   self.ehr.knowledge.hierarchy if self.ehr.knowledge else None)]
         return self._indexed
@@ -358,9 +427,11 @@ class TablePicker:
 class _ValueColumn:
     """One column's stored values, for 'how much of one value does the question say'."""
 
-    def __init__(self, vocabulary: Vocabulary | LargeVocabulary, *, recorded: bool = False) -> None:
+    def __init__(self, vocabulary: Vocabulary | LargeVocabulary, *, recorded: bool = False,
+                 by_hierarchy: bool = False) -> None:
         self.vocabulary = vocabulary
         self.recorded = recorded  # the names of the codes a table records (recorded_values), not its own values
+        self.by_hierarchy = by_hierarchy  # and of the codes above them (a product's ingredients)
         self.word_index = {word: i for i, word in enumerate(vocabulary.words)}
         self.mass = vocabulary.value_weights()
 
