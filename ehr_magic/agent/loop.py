@@ -381,7 +381,7 @@ class Agent:
         linked = context.linked_values(linking)
         sure, named = linked_tables(linking, self.ehr.tables())
         choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots], linked=sure, events=named,
-                                          values_said=whole_terms(linking))
+                                          values_said=whole_terms(linking), values_meant=whole_values(linking))
         skills_text = self.skill_cards(question, self.ehr.schema) if self.skill_cards else ""
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
@@ -455,6 +455,12 @@ class Agent:
 def whole_terms(linking: Linking) -> list[str]:
     """The question's terms that name a stored value whole (as written, or by what they stand for)."""
     return [term.text for term in linking.terms if term.values and term.values[0].score >= _WHOLE_TERM]
+
+
+def whole_values(linking: Linking) -> list[str]:
+    """The stored values that the question's terms name whole."""
+    return list(dict.fromkeys(value.value for term in linking.terms for value in term.values
+                              if value.score >= _WHOLE_TERM))
 
 
 def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float], dict[str, set[str]]]:

@@ -58,6 +58,7 @@ import numpy as np
 from rapidfuzz import fuzz
 
 from ehr_magic.agent.recorded_values import recorded_vocabularies
+from ehr_magic.knowledge.drafting.naming import singular
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
@@ -102,11 +103,14 @@ _STOP = FUNCTION_WORDS | frozenset("""
 patient patients value values time times first last many much number total count show list give tell find
 ever still yet since ago today yesterday year years month months week weeks day days hour hours minute minutes
 named name called record records recorded data database table tables row rows column columns one two three
+within without never among across per via whose
 """.split())
+_STOP_STEMS = frozenset(w[:PREFIX_LENGTH] for w in _STOP if len(w) >= 4)  # 'counting', 'patients', 'listed'
 
 
 def _content_words(text: str) -> list[str]:
-    return [prefix_stem(_singular(w)) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit()]
+    stems = (prefix_stem(_singular(w)) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit())
+    return [stem for stem in stems if stem not in _STOP_STEMS]
 
 
 def _singular(word: str) -> str:
@@ -160,6 +164,17 @@ def shorthand_words(question: str) -> set[str]:
     return found
 
 
+def _value_words(texts: str | Sequence[str]) -> set[str]:
+    """The words a stored value may be said with: each word of ``texts`` (the question, and the
+    stored values linking found for its terms) as written and in the singular ('removals' says
+    'removal of intrauterine device'), and what capitalised shorthand stands for."""
+    words: set[str] = set()
+    for text in [texts] if isinstance(texts, str) else texts:
+        found = {w for w in normalise(text).split() if not w.isdigit()}
+        words |= found | {singular(w) for w in found} | shorthand_words(text)
+    return words
+
+
 def identifier_words(name: str) -> list[str]:
     """The words of a table or column name: snake_case and CamelCase split (``LabTestKey`` ->
     lab test key); a name run together (``admitdatetime``) is matched by its parts in ``choose``."""
@@ -180,21 +195,16 @@ class TableChoice:
     scores: dict[str, float]
     spine_only: frozenset[str] = frozenset()  # chosen only for being the spine, not for what the question says
 
-    def needed(self, share: float = FULL_SHARE, most: int = MAX_FULL) -> int:
-        """How many of the first ``tables`` the question needs described in full: those scoring
-        at least ``share`` of the best, at most ``most``, and then the spine when it was chosen only
-        as such (ranked right after them): most questions count or join through it (patients,
-        admissions, visits), so it is described too, and the window's budget decides whether it fits."""
-        best = max(self.scores.values(), default=0.0)
-        count = spine = 0
-        for table in self.tables:
-            if table in self.spine_only:
-                spine += 1
-                continue
-            if spine or count == most or self.scores[table] < min(share * best, _SURE_FULL):
-                break
-            count += 1
-        return max(1, count + spine) if self.tables else 0
+    full: int = 0  # how many of the first ``tables`` the question needs described in full
+
+    def needed(self) -> int:
+        """How many of the first ``tables`` to describe in full: those the question needs (each as
+        sure as half the best, or as a whole stored value, at most ``MAX_FULL``), and then the spine
+        when it was chosen only as such (ranked right after them): most questions count or join
+        through it (patients, admissions, visits), so it is described too, and the window's budget
+        decides whether it fits."""
+        spine = sum(1 for table in self.tables[self.full:] if table in self.spine_only)
+        return max(1, self.full + spine) if self.tables else 0
 
 
 class TablePicker:
@@ -235,14 +245,17 @@ class TablePicker:
 
     def choose(self, question: str, examples: Sequence[tuple[str, str]] = (),
                linked: Mapping[str, float] | None = None,
-               events: Mapping[str, Collection[str]] | None = None, values_said: Collection[str] = ()) -> TableChoice:
+               events: Mapping[str, Collection[str]] | None = None, values_said: Collection[str] = (),
+               values_meant: Collection[str] = ()) -> TableChoice:
         """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
         few-shot examples; the tables of an example count as much as it resembles the question.
         ``linked``: table -> how surely (0-1) the question names a stored value of it (value
         linking, ``ehr_magic.linking.question``); ``events``: a dictionary table -> the tables its
         linked rows name (an item's 'linksto'), the event tables that hold those items;
         ``values_said``: the question's terms that name a stored value whole ('acute bronchitis'),
-        whose words then count for that value only, not for the tables whose prose uses them."""
+        whose words then count for that value only, not for the tables whose prose uses them;
+        ``values_meant``: the stored values those terms name, which count for the tables that record
+        them as if the question had said them ('afib' -> 'Atrial fibrillation')."""
         scores: Counter[str] = Counter()
         events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
         asks_hierarchy = bool(self._hierarchy and _hierarchy_phrases().search(question))
@@ -276,10 +289,12 @@ class TablePicker:
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
         # value linking, when given, has weighed the question's words against the stored values already
         # (a word inside a longer term it found counts for that term only)
-        coverage = self._value_coverage(question) if linked is None else \
+        # the question's words, and the stored values its terms were found to mean ('afib' -> atrial fibrillation)
+        spoken = [question, *values_meant]
+        coverage = self._value_coverage(spoken) if linked is None else \
             {t: v for t, v in linked.items() if t in self.tables}
         if linked is not None:  # linking knows a dictionary's values, not the tables that record its codes
-            for table, share in self._value_coverage(question, recorded_only=True).items():
+            for table, share in self._value_coverage(spoken, recorded_only=True).items():
                 coverage[table] = max(coverage.get(table, 0.0), share)
         for table, dictionary in self._satellites.items():
             # a name in a table of other names of a dictionary's entries (OMOP's concept_synonym) names
@@ -308,12 +323,16 @@ class TablePicker:
         spine_only = frozenset(t for t in self.spine if scores[t] < min(FULL_SHARE * best, _SURE_FULL))
         for table in self.spine:
             scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
+        # what the question says of each table, and what a table it surely needs passes on: a table of
+        # another module joined at a share (a visit's care site, provider, costs) is listed, but described
+        # in full only for what is said of it
+        sure = Counter(scores)
         for _ in range(_PARTNER_HOPS):
             for table, score in list(scores.items()):
                 if score >= THRESHOLD and table not in self.spine:
                     share = _STRONG_PARTNER_SHARE if score >= _STRONG else _PARTNER_SHARE
                     referrers = self._referrers.get(table, ())
-                    if len(referrers) > _MAX_REFERRERS or not set(self._joins.get(table, ())) <= set(referrers):
+                    if len(referrers) > _MAX_REFERRERS or not self._is_dictionary(table):
                         # only a dictionary (joins only what joins it, joined from few) brings its events
                         referrers = ()
                     elif referrers and coverage.get(table, 0.0) >= _NAMED_VALUE:
@@ -322,13 +341,22 @@ class TablePicker:
                     if events.get(table):  # the items found are recorded there, not in its other referrers
                         partners, share = events[table], _STRONG_PARTNER_SHARE
                     for partner in partners:
-                        scores[partner] = max(scores[partner], share * score)
+                        # a sure table brings right after it the dictionary its codes need (labevents ->
+                        # d_labitems) and the tables of its own module, not those of another that it joins
+                        # (a visit's care site, provider and location; costs)
+                        kin = self._module(partner) == self._module(table)
+                        given = share if share < _STRONG_PARTNER_SHARE or events.get(table) or partner in referrers \
+                            or kin or self._is_dictionary(partner) else _PARTNER_SHARE
+                        scores[partner] = max(scores[partner], given * score)
+                        if given == _STRONG_PARTNER_SHARE or kin:
+                            sure[partner] = max(sure[partner], given * sure[table])
         if self._hierarchy:
-            for table, share in self._hierarchy_coverage(question).items():
+            for table, share in self._hierarchy_coverage(spoken).items():
                 # a drug named: its products are counted through the hierarchy, whatever level the name is at,
                 # so the hierarchy is needed as surely as the table
                 surely = _STRONG_PARTNER_SHARE * max(_WHOLE_VALUE_SCORE, scores[table])
                 scores[self._hierarchy] = max(scores[self._hierarchy], share ** 2 * surely)
+                sure[self._hierarchy] = max(sure[self._hierarchy], share ** 2 * surely)
         chosen = sorted((t for t, s in scores.items() if s >= THRESHOLD), key=lambda t: (-scores[t], t))
         if best < _SURE:
             # Unsure: the likeliest tables in one line each beat a prompt that describes none.
@@ -336,10 +364,18 @@ class TablePicker:
             chosen += likely[:max(0, _UNSURE_TABLES - len(chosen))]
         # the tables the question needs in full first, then the spine when chosen only as such
         # (listed in a line, it stays in even a small window), then the rest
-        full = [t for t in chosen if t not in spine_only and scores[t] >= min(FULL_SHARE * best, _SURE_FULL)][:MAX_FULL]
+        full = [t for t in chosen if t not in spine_only and sure[t] >= min(FULL_SHARE * best, _SURE_FULL)][:MAX_FULL]
         ranked = full + [t for t in chosen if t in spine_only] + \
             [t for t in chosen if t not in full and t not in spine_only]
-        return TableChoice(tuple(ranked), {t: round(scores[t], 2) for t in chosen}, spine_only & set(chosen))
+        return TableChoice(tuple(ranked), {t: round(scores[t], 2) for t in chosen}, spine_only & set(chosen), len(full))
+
+    def _module(self, table: str) -> str | None:
+        info = self._described.get(table)
+        return info.module if info is not None else None
+
+    def _is_dictionary(self, table: str) -> bool:
+        """Whether ``table`` joins only tables that join it (d_labitems, concept): it names codes."""
+        return set(self._joins.get(table, ())) <= set(self._referrers.get(table, ()))
 
     # -- the words of each table -------------------------------------------------------------
 
@@ -376,23 +412,23 @@ class TablePicker:
             return re.compile(r"(?!)")
         return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
 
-    def _hierarchy_coverage(self, question: str) -> dict[str, float]:
+    def _hierarchy_coverage(self, question: str | Sequence[str]) -> dict[str, float]:
         """Table -> how much of the name of a code it records, or of one above them, the question says,
         for the tables whose codes questions name by a broader one (``by_hierarchy``): 'ibuprofen'
         names an ingredient, and its products are counted through the hierarchy."""
-        words = {w for w in normalise(question).split() if not w.isdigit()} | shorthand_words(question)
+        words = _value_words(question)
         found: dict[str, float] = {}
         for table, column in self._value_columns():
             if column.by_hierarchy:
                 found[table] = max(found.get(table, 0.0), column.coverage(words))
         return found
 
-    def _value_coverage(self, question: str, *, recorded_only: bool = False) -> dict[str, float]:
+    def _value_coverage(self, question: str | Sequence[str], *, recorded_only: bool = False) -> dict[str, float]:
         """Table -> how much of its best stored value the question says (0-1, IDF-weighted within
         the column): 'urea nitrogen' says all of a lab label, while 'percentile' and 'age' say a
         little of many diagnosis titles. The best single value counts, never a sum over values, so
         a column of long titles that holds most English words scores by one title, not by all."""
-        words = {w for w in normalise(question).split() if not w.isdigit()} | shorthand_words(question)
+        words = _value_words(question)
         own: dict[str, float] = {}
         recorded: dict[str, float] = {}
         for table, column in self._value_columns():
