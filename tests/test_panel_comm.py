@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 import time
 import types
 import uuid
@@ -24,7 +23,7 @@ from ehr_magic.magic.command import read_marker
 from ehr_magic.memory import MemoryStore
 from ehr_magic.panel import TARGET, register_comm_target
 from ehr_magic.panel import protocol as p
-from ehr_magic.panel.handler import EventStream, PanelHandler, privacy_level
+from ehr_magic.panel.handler import EventStream, PanelHandler
 from test_magic import ipython_shell
 
 COUNT_CODE = "patients = ehr.sql('SELECT count(*) AS n FROM patients')\nanswer = patients.item()"
@@ -143,41 +142,29 @@ def test_no_kernel_no_target() -> None:
 
 
 def test_status_reports_database_model_memory_privacy(panel, fake_llm) -> None:
-    from ehr_magic.panel.handler import privacy_level as level_now
-
     status = panel.result("status")
     assert status["database"]["schema"] == "ehrsql_mimic_iv"
     assert status["database"]["tables"] > 5 and status["database"]["now"].startswith("2100")
     assert status["model"] == {"configured": True, "name": "fake-model", "endpoint": fake_llm.base_url,
                                "provider": "compatible"}
     assert status["memory"]["total"] == 0 and status["memory"]["accepted"] == 0
-    assert status["privacy"] in ("full", "schema", "aggregates", "minimal")  # the open demo: "full"
-    assert status["privacy"] == level_now(panel.magics)
+    assert status["privacy"] == "full"  # an open dataset's default
     assert status["settings"]["steps"] == 10
+
+
+def test_status_privacy_is_the_sessions(panel) -> None:
+    """The panel shows the level the session answers with: the magic's setting, else the default."""
+    panel.magics.privacy = "aggregates"
+    try:
+        assert panel.result("status")["privacy"] == "aggregates" == panel.magics.session.privacy_level()
+    finally:
+        panel.magics.privacy = None
+    assert panel.result("status")["privacy"] == "full"
 
 
 def test_status_without_model_says_what_to_set(panel) -> None:
     model = panel.result("status")["model"]
     assert model["configured"] is False and "EHR_MAGIC_MODEL" in model["error"]
-
-
-def test_privacy_level_from_setting_or_safety_module(monkeypatch) -> None:
-    privacy = types.ModuleType("ehr_magic.safety.privacy")
-    privacy.default_level = lambda ehr: "schema" if ehr.dataset == "real" else "full"
-    safety = types.ModuleType("ehr_magic.safety")
-    safety.privacy = privacy
-    monkeypatch.setitem(sys.modules, "ehr_magic.safety", safety)
-    monkeypatch.setitem(sys.modules, "ehr_magic.safety.privacy", privacy)
-    magics = types.SimpleNamespace(session=types.SimpleNamespace(ehr=types.SimpleNamespace(dataset="real")))
-    assert privacy_level(magics) == "schema"
-    magics.session.ehr = None
-    assert privacy_level(magics) is None  # no database: nothing to decide from
-    magics.privacy = "aggregates"  # a setting on the magic wins
-    assert privacy_level(magics) == "aggregates"
-    privacy.default_level = "minimal"
-    assert privacy_level(types.SimpleNamespace()) == "minimal"
-    monkeypatch.setitem(sys.modules, "ehr_magic.safety", None)  # no safety module at all
-    assert privacy_level(types.SimpleNamespace()) == "full"
 
 
 # -- ask --------------------------------------------------------------------------------

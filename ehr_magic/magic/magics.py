@@ -202,9 +202,7 @@ class EhrMagics(Magics, Configurable):
             stats = s.memory.stats()
             mine = stats.by_schema.get(s.ehr.schema, 0) if s.ehr else 0
             lines.append(f"memory: {stats.path}: {stats.total} entries, {mine} for this schema")
-        from ehr_magic.safety import privacy
-
-        level = self.privacy or (privacy.default_level(s.ehr) if s.ehr else "-")
+        level = s.privacy_level() or "-"
         lines.append(f"privacy: {level} (what the model may see); run mode: {self.run_mode}")
         lines.append(f"settings: steps {self.steps}, shots {self.shots}, knowledge {self.knowledge}, "
                      f"timeout {self.timeout:g} s, store {self.store}")

@@ -118,7 +118,7 @@ class PanelHandler:
                                                "in the notebook."),
             "model": self._model_status(),
             "memory": self._memory_status(),
-            "privacy": privacy_level(self.magics),
+            "privacy": s.privacy_level(),
             "settings": {"steps": m.steps, "shots": m.shots, "knowledge": m.knowledge, "timeout": m.timeout,
                          "store": m.store},
             "pending": len(s.cells.pending),
@@ -362,26 +362,3 @@ def entry_dict(entry: Any) -> dict[str, Any]:
             "answer_preview": (entry.answer_preview or "")[:p.TEXT_CHARS], "use_count": entry.use_count,
             "created_at": entry.created_at, "updated_at": entry.updated_at, "edited": entry.edited,
             "score": None if entry.score is None else round(float(entry.score), 2)}
-
-
-def privacy_level(magics: Any = None) -> str | None:
-    """The privacy level in force: a ``privacy`` setting on the magic or the session when
-    there is one, else ``ehr_magic.safety.privacy.default_level(ehr)``; "full" when
-    that module does not exist, None when no database is connected to decide it."""
-    session = getattr(magics, "session", None)
-    for owner in (magics, session):
-        for name in ("privacy", "privacy_level"):
-            value = getattr(owner, name, None) if owner is not None else None
-            if isinstance(value, str) and value:
-                return value
-    try:
-        from ehr_magic.safety import privacy  # type: ignore[import-not-found]
-    except ImportError:
-        return "full"
-    level = getattr(privacy, "default_level", "full")
-    if callable(level):
-        ehr = getattr(session, "ehr", None)
-        if ehr is None:
-            return None
-        level = level(ehr)  # a bug here is reported, with its traceback, by the request's edge
-    return str(getattr(level, "value", level))

@@ -121,7 +121,7 @@ class Session:
         question = " ".join(question.split())
         variables = dict(variables or {})
         agent_settings = replace(settings or self.settings, execute=execute)
-        level = self.privacy_level(agent_settings)
+        level = self.privacy_level(agent_settings) or privacy.default_level(self.ehr)
         present, missing = notebook.referenced(question, variables)
         words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", question))
         missing += [name for name in dict.fromkeys(self._earlier_variables())
@@ -189,9 +189,13 @@ class Session:
         """Forget the earlier turns: the next question stands alone."""
         self.conversation = Conversation()
 
-    def privacy_level(self, settings: AgentSettings | None = None) -> str:
+    def privacy_level(self, settings: AgentSettings | None = None) -> str | None:
+        """What the model may see: the setting when there is one, else the connected database's
+        default (``ehr_magic.safety.privacy.default_level``); None with neither."""
         level = (settings or self.settings).privacy
-        return privacy.check_level(level) if level else privacy.default_level(self.ehr)
+        if level:
+            return privacy.check_level(level)
+        return privacy.default_level(self.ehr) if self.ehr is not None else None
 
     # -- memory and reuse ----------------------------------------------------------------
 
