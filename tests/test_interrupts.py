@@ -35,12 +35,12 @@ def press_stop(*args: str, env_dir: Path) -> dict[str, str]:
 def test_ctrl_c_while_waiting_for_the_server_is_prompt(tmp_path: Path, stream: str) -> None:
     facts = press_stop("client", stream, env_dir=tmp_path)
     assert "interrupted" in facts, facts["_stdout"]
-    assert float(facts["seconds"]) < 5  # the model would answer after 10 s
+    assert float(facts["seconds"]) < 30  # from the stop to the return; the model would answer after 60 s
     assert facts["audit"] == "interrupted"
 
 
 def test_interrupting_ehr_stops_cleanly_and_the_next_question_works(tmp_path: Path, ehrsql_db: Path) -> None:
     facts = press_stop("magic", str(ehrsql_db), str(tmp_path / "memory.sqlite"), env_dir=tmp_path)
     assert "interrupted" in facts["_stdout"], facts["_stdout"]
-    assert facts["success"] == "True" and float(facts["seconds"]) < 5
+    assert facts["success"] == "True" and float(facts["seconds"]) < 30  # the model would answer after 60 s
     assert facts["next"] == "2"
