@@ -101,9 +101,8 @@ def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *,
             lines += [_plain_tables(ehr, unnamed, types=False)]
         elif unnamed:
             lines += [f"- {t}" for t in unnamed]
-        heading = ("Maybe needed too (column names only; ehr.describe(table) gives their meanings):"
-                   if brief_columns else "Maybe needed too (their columns are in the table index; ehr.describe(table) "
-                   "gives their meanings):")
+        heading = ("Maybe needed too (meanings from ehr.describe(table)):" if brief_columns
+                   else "Maybe needed too (columns in the index, meanings from ehr.describe(table)):")
         text += ("\n\n" if text else "") + heading + "\n" + "\n".join(line for line in lines if line)
     return text
 
