@@ -102,13 +102,15 @@ def test_renamed_joins_are_found_from_values_and_row_numbers_join_nothing(rename
         "dxcatalog ON visitdiagnoses.dxcode = dxcatalog.dxcode",
     }  # and nothing on RecNo, nor on Rank (1..n integers that any 1..25 key holds)
     tables = renamed.knowledge.tables
-    assert tables["patientregister"].description == "Each row has its own patno."
-    assert tables["patientregister"].columns["patno"] == "BIGINT, the key (unique, never empty); a patient id."
+    assert tables["patientregister"].key == "patno" and tables["patientregister"].description == ""
+    assert tables["patientregister"].columns["patno"] == "BIGINT, the unique key; a patient id."
     assert "refers to visits.visitno (a visit id)" in tables["labfindings"].columns["visitno"]
     assert "a unit of measure" in tables["labfindings"].columns["resultunit"]
-    assert tables["careunits"].description.startswith("Each row has its own unitno.")
-    assert tables["labfindings"].description == "Each row has its own recno (a row number, which joins nothing)."
-    assert tables["labfindings"].columns["recno"].startswith("BIGINT, the row number")
+    assert tables["careunits"].key == "unitno"
+    assert tables["labfindings"].key == "recno" and tables["labfindings"].description == ""
+    assert tables["labfindings"].columns["recno"] == "BIGINT, the unique row number."
+    # that row numbers join nothing is said once, for every table, by a convention
+    assert any("row numbers join nothing" in rule for rule in renamed.knowledge.conventions)
 
 
 def test_renamed_dictionaries_give_lookup_columns_and_codes_stay_codes(renamed) -> None:
@@ -129,7 +131,7 @@ def test_renamed_tables_get_one_line_of_meaning(renamed) -> None:
     findings = tables["labfindings"].row
     assert findings.startswith("One row per lab finding: ")
     assert "visit" in findings and "item (-> lab test catalog)" in findings and "taken date/time" in findings
-    assert "result unit" in findings and "from LabFindings.csv" in findings
+    assert "result unit" in findings and findings.endswith(" 26,426 rows.")  # the file is the table's
     assert "item (-> bedside catalog)" in tables["bedsidereadings"].row
     assert tables["visits"].row.startswith("One row per visit: ")
     assert "admit date/time" in tables["visits"].row and "Referred to by " in tables["visits"].row
@@ -316,3 +318,19 @@ def test_a_folder_of_200_files_is_drafted_whole(tmp_path: Path) -> None:
             assert tables[f"measure_{n:03d}"].joins == (
                 f"patients ON measure_{n:03d}.patient_key = patients.patient_key",)
         assert tables["measure_007"].row.startswith("One row per measure: patient, grade, reading.")
+
+
+def test_a_time_range_is_said_by_its_days_unless_it_lies_within_one_day() -> None:
+    import duckdb
+
+    from ehr_magic.knowledge.drafting import meaning
+    from ehr_magic.knowledge.drafting.profiling import profile
+
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE shifts AS SELECT TIMESTAMP '2100-03-01 07:00:00' + INTERVAL (i) HOUR AS started, "
+                    "TIMESTAMP '2100-03-01 07:30:00' + INTERVAL (i * 50) HOUR AS ended FROM range(10) t(i)")
+        table = profile(con, "shifts", "shifts.csv")
+    # the hours of one day's data are what its range tells; over days, the days are
+    assert meaning.describe_column(table, table.columns["started"], {}, False) == (
+        "TIMESTAMP, 2100-03-01 07:00:00 to 2100-03-01 16:00:00.")
+    assert meaning.describe_column(table, table.columns["ended"], {}, False) == "TIMESTAMP, 2100-03-01 to 2100-03-20."

@@ -221,14 +221,14 @@ def _identity(table: Table, dictionary: bool) -> str:
     if table.rows < 2:
         return f"Only {table.rows} row, so no key is drafted and nothing joins to it."
     if table.key and table.key != table.row_number:
-        text = f"Each row has its own {table.key}."
+        text = ""  # the key's own line says it is the key
     elif table.composite:
         text = f"Each row has its own {table.composite[0]} and {table.composite[1]} together."
     elif table.key:
-        text = f"Each row has its own {table.key} (a row number, which joins nothing)."
+        text = ""  # the row number's own line says it
     else:
         text = "No single column identifies a row."
-    return text + (" A dictionary: look up names and descriptions here." if dictionary else "")
+    return (text + (" A dictionary: look up names and descriptions here." if dictionary else "")).strip()
 
 
 def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: DatasetClock | None) -> str:

@@ -99,12 +99,12 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         return f"{column.dtype}, always empty in this data."
     parts = []
     if column.name == table.key and column.name == table.row_number:
-        parts.append("the row number (unique, never empty; it joins nothing)")
+        parts.append("the unique row number")  # row numbers join nothing: a convention says so
     elif column.name == table.key:
         role = _role(table.original or table.name, column.original or column.name)
-        parts.append("the key (unique, never empty)" + (f"; {role}" if role else ""))
+        parts.append("the unique key" + (f"; {role}" if role else ""))
     elif column.name == table.row_number:
-        parts.append("a row number (it joins nothing)")
+        parts.append("a row number")
     elif column.name not in joins and identifies(table, column):
         role = _role(column.original or column.name)
         parts.append(f"{role} (an identifier)" if role else "an identifier")
@@ -130,20 +130,20 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append(f"a code ({count(column.distinct, 'distinct code')}); compare codes as stored text")
     elif column.low is not None and not column.personal:
         same = column.low == column.high
-        parts.append(f"always {show(column.low)}" if same else f"{show(column.low)} to {show(column.high)}")
+        parts.append(f"always {show(column.low)}" if same else _span(column.low, column.high))
     elif column.text and not column.personal:
         parts.append(count(column.distinct, "distinct value"))
     if column.text and not column.personal and not column.code_like and 0.2 <= column.numeric < 1:
         parts.append(f"{percent(column.numeric, 1)} of values are numbers written as text (use TRY_CAST)")
     empty = table.rows - column.non_null
     if empty:
-        parts.append(f"empty in {percent(empty, table.rows)} of rows")
+        parts.append(f"{percent(empty, table.rows)} empty")
     return f"{column.dtype}, " + "; ".join(parts) + "." if parts else f"{column.dtype}."
 
 
 def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tables: dict[str, Table],
                referrers: list[str]) -> str:
-    """What one row is, its main columns and where they point; then size and file."""
+    """What one row is, its main columns and where they point; then its size."""
     parts = []
     for column in table.columns.values():
         if column.non_null == 0 or column.name == table.row_number or (
@@ -170,12 +170,20 @@ def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
     line = f"One row per {what}" + (f": {shown}." if shown else ".")
     if referrers:
         line += f" Referred to by {', '.join(referrers[:6])}{', ...' if len(referrers) > 6 else ''}."
-    return f"{line} {count(table.rows, 'row')} from {table.file}."
+    return f"{line} {count(table.rows, 'row')}."
 
 
 def _title(table: Table) -> str:
     """A table's name as words, without words that only mark it as a table (``d_``, ``dim``)."""
     return " ".join(w for w in table.words if w not in naming.GENERIC) or table.name
+
+
+def _span(low: object, high: object) -> str:
+    """``low to high``; times spanning more than a day by their days, which say what the range
+    tells (the years and months the data covers) in half the words."""
+    if isinstance(low, dt.datetime) and isinstance(high, dt.datetime) and low.date() != high.date():
+        return f"{low.date().isoformat()} to {high.date().isoformat()}"
+    return f"{show(low)} to {show(high)}"
 
 
 def show(value: object) -> str:
