@@ -230,6 +230,9 @@ def test_a_join_the_column_line_already_says_is_not_said_again() -> None:
     assert info.said_by_column("lab_test_types ON lab_results.test_key = lab_test_types.test_id")
     assert not dataclasses.replace(info, columns={**info.columns, "test_key": "BIGINT, see lab_test_types."}
                                    ).said_by_column("lab_test_types ON lab_results.test_key = lab_test_types.test_id")
+    # a key named as the column: the table alone says it (as drafted now: "refers to patient_demographics")
+    assert dataclasses.replace(info, columns={**info.columns, "patient_id": "BIGINT, refers to patient_demographics."}
+                               ).said_by_column(info.joins[0])
     # a lookup column whose line sends it to ehr.lookup is not listed again; one with its values shown is
     assert "look up values of: flag" in text
 

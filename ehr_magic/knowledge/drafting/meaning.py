@@ -110,7 +110,8 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append(f"{role} (an identifier)" if role else "an identifier")
     if column.name in joins:
         join = joins[column.name]
-        target = f"{join.target}.{sql_name(join.key)}"
+        # the target's key named as this column is said by the table alone ("refers to patients")
+        target = join.target if join.key == column.name and not join.also else f"{join.target}.{sql_name(join.key)}"
         role = _role(join.target, join.key)
         parts.append(f"refers to {target}" + (f" ({role})" if role else ""))
     if column.unit_like and column.name not in joins:
