@@ -172,7 +172,7 @@ def test_detail_lists_columns_and_joins_of_the_named_tables_only() -> None:
     assert text.index("## cost") < text.index("## admissions")
     assert "- event_id: row_id of the event in the event_type table." in text
     assert "- dischtime: Discharge time; empty while the patient is still in hospital." in text
-    assert "joins: admissions ON hadm_id; diagnoses_icd ON event_id = diagnoses_icd.row_id" in text
+    assert "joins: admissions ON hadm_id; diagnoses_icd, procedures_icd, labevents, prescriptions ON " in text
     assert "look up values of: admission_type" in text
     assert "## chartevents" not in text and "- valuenum" not in text
     assert info.detail([]) == ""
@@ -185,8 +185,14 @@ def test_joins_on_a_column_of_the_same_name_are_said_once_for_all_their_tables()
     assert admissions.count("ON hadm_id") == 1
     # the column's own meaning says the join to patients ("joins to patients"): not said again
     assert "- subject_id: Patient identifier; joins to patients." in admissions and "patients ON" not in admissions
+    # joins that differ only by the joined table's name (a row pointing at rows of several tables) are said
+    # once, <table> standing for each, in the place of the first
+    assert ("joins: admissions ON hadm_id; diagnoses_icd, procedures_icd, labevents, prescriptions ON "
+            "event_id = <table>.row_id AND event_type = '<table>'") in info.detail(["cost"])
     # a join with its own condition stays whole, in its place
-    assert "joins: admissions ON hadm_id; diagnoses_icd ON event_id = diagnoses_icd.row_id" in info.detail(["cost"])
+    joins = ["patients ON subject_id", "labevents ON event_id = labevents.row_id AND event_type = 'labevents'",
+             "admissions ON cost.hadm_id = admissions.hadm_id AND cost.kind = 'visit'"]
+    assert knowledge.grouped_joins("cost", joins) == "; ".join(joins)
 
 
 def test_one_line_tables_leave_out_the_joins_said_before_them() -> None:

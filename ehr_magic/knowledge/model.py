@@ -98,20 +98,38 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SAME_NAME = re.compile(rf"^\s*({_NAME})\s+ON\s+(?:({_NAME})|(?:({_NAME})\.)?({_NAME})\s*=\s*(?:({_NAME})\.)?\4)\s*$")
 
 
+_PLACE = "<table>"  # stands for each of the tables a join template is said for
+
+
 def grouped_joins(table: str, joins: Iterable[str]) -> str:
     """The joins of ``table`` as prompt text, those on a column of the same name on both sides
     said once for all their tables (``icustays, labevents ON hadm_id``; a wide table's joins are
-    mostly these), in order; ``x ON t.c = x.c`` is said as ``x ON c``, as the packaged files write it."""
-    groups: dict[str, list[str]] = {}  # a shared column, or a join kept whole -> its tables
+    mostly these), in order; ``x ON t.c = x.c`` is said as ``x ON c``, as the packaged files write it.
+    Joins that differ only by the joined table's name, a row of one table pointing at rows of
+    several (``x ON event_id = x.row_id AND event_type = 'x'``), are said once with ``<table>``
+    standing for each of them."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (kind, key) -> its (table, join) pairs
     for join in joins:
         match = _SAME_NAME.match(join)
         target = match.group(1) if match else ""
         sides = {side.lower() for side in (match.group(3), match.group(5)) if side} if match else set()
         if match and sides <= {table.lower(), target.lower()} and len(sides) != 1:
-            groups.setdefault(f" ON {match.group(2) or match.group(4)}", []).append(target)
+            groups.setdefault(("same", f" ON {match.group(2) or match.group(4)}"), []).append((target, join))
+            continue
+        whole = _WHOLE.match(join)
+        template = re.sub(rf"\b{re.escape(whole.group(1))}\b", _PLACE, whole.group(2)) if whole else ""
+        group = ("template", f" ON {template}") if _PLACE in template else ("whole", join)
+        groups.setdefault(group, []).append((whole.group(1) if whole else "", join))
+    said = []
+    for (kind, condition), pairs in groups.items():
+        if kind == "whole" or (kind == "template" and len(pairs) == 1):
+            said += [join for _, join in pairs]
         else:
-            groups[join] = []
-    return "; ".join(", ".join(tables) + key if tables else key for key, tables in groups.items())
+            said.append(", ".join(target for target, _ in pairs) + condition)
+    return "; ".join(said)
+
+
+_WHOLE = re.compile(rf"^\s*({_NAME})\s+ON\s+(.+?)\s*$")
 
 
 # "<table> ON <column>", or "<table> ON [a.]<column> = [b.]<key>": a join on one pair of columns
