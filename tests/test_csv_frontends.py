@@ -27,7 +27,7 @@ CODE = (
 DRAFTED = [
     "drafted from the data",
     "- patient: VARCHAR, refers to patients.id (a patient id).",  # the join, said by its column
-    "encounterclass: VARCHAR, 6 values (",
+    "encounterclass: VARCHAR, encounter class, 6 values (",
     "'emergency'",
     "The dataset clock (ehr.now) is 2024-02-07 23:24:16",
 ]

@@ -129,13 +129,15 @@ def test_renamed_dictionaries_give_lookup_columns_and_codes_stay_codes(renamed) 
 
 def test_renamed_tables_get_one_line_of_meaning(renamed) -> None:
     tables = renamed.knowledge.tables
-    findings = tables["labfindings"].row
-    assert findings.startswith("One row per lab finding: ")
-    assert "visit" in findings and "item (-> lab test catalog)" in findings and "taken date/time" in findings
-    assert "result unit" in findings and findings.endswith(" 26,426 rows.")  # the file is the table's
-    assert "item (-> bedside catalog)" in tables["bedsidereadings"].row
-    assert tables["visits"].row.startswith("One row per visit: ")
-    assert "admit date/time" in tables["visits"].row and "Referred to by " in tables["visits"].row
+    findings = tables["labfindings"]
+    assert findings.row == "One row per lab finding. 26,426 rows."  # the file is the table's
+    # the columns say in words what their names run together, and what they point to
+    assert "item (-> lab test catalog)" in findings.columns["itemno"]
+    assert findings.columns["takendatetime"].startswith("TIMESTAMP, taken date/time, 2100-")
+    assert "result unit" in findings.columns["resultunit"]
+    assert "item (-> bedside catalog)" in tables["bedsidereadings"].columns["itemno"]
+    assert tables["visits"].row.startswith("One row per visit. Referred to by ")
+    assert "admit date/time" in tables["visits"].columns["admitdatetime"]
 
 
 def test_compound_names_are_split_into_words() -> None:
@@ -222,7 +224,8 @@ def test_mimic_iii_dictionaries_lookup_columns_and_codes(mimic_iii) -> None:
         for column in ("icd9_code", "loinc_code", "ndc"):
             assert "TRY_CAST" not in info.columns.get(column, ""), (info.name, column)
     assert "TRY_CAST" in tables["prescriptions"].columns["dose_val_rx"]  # '1-2', '0.5': numbers as text
-    assert tables["labevents"].row.startswith("One row per lab event: patient, admission, item (-> lab items)")
+    assert tables["labevents"].row.startswith("One row per lab event.")
+    assert "item (-> lab items)" in tables["labevents"].columns["itemid"]
 
 
 @pytest.fixture(scope="module")
@@ -269,8 +272,10 @@ def test_synthea_folder_joins_by_identifiers_and_not_by_small_integers(tmp_path:
         assert "encounters ON claims.appointmentid = encounters.id" in joins
         # Claim type ids 1..2 lie inside the transactions' charge ids, and the names share "claim": chance.
         assert not any("claimtypeid" in join for join in joins)
-        row = ehr.knowledge.tables["encounters"].row
-        assert row.startswith("One row per encounter: start, stop, patient, organization, provider, payer")
+        encounters = ehr.knowledge.tables["encounters"]
+        assert encounters.row.startswith("One row per encounter.")
+        assert encounters.columns["patient"].startswith("VARCHAR, refers to patients")  # the name says 'patient'
+        assert encounters.columns["encounterclass"].startswith("VARCHAR, encounter class, ")  # run together
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -318,7 +323,7 @@ def test_a_folder_of_200_files_is_drafted_whole(tmp_path: Path) -> None:
         for n in range(199):
             assert tables[f"measure_{n:03d}"].joins == (
                 f"patients ON measure_{n:03d}.patient_key = patients.patient_key",)
-        assert tables["measure_007"].row.startswith("One row per measure: patient, grade, reading.")
+        assert tables["measure_007"].row.startswith("One row per measure.")
 
 
 def test_a_time_range_is_said_by_its_days_unless_it_lies_within_one_day() -> None:

@@ -7,7 +7,8 @@ what tables and columns mean from their names and values (``meaning``) and write
 
 - columns with their type, role (key, row number, reference, code), emptiness, ranges
   and, for short text value lists, the values themselves;
-- one line per table: what a row is, its main columns and where they point;
+- one line per table: what a row is, the tables referring to it, its size; the main columns
+  in words where their names run the words together (``admitDateTime``: admit date/time);
 - joins as inclusion dependencies checked on values, names only ranking them;
 - dictionaries and lookup columns (names and descriptions of codes, repeated terms);
 - the dataset clock: the latest event time, not pushed into the future by planned ends.
@@ -171,7 +172,10 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         vocabulary = meaning.lookup_columns(table, table.name in dictionaries, own)
         columns = {c.name: meaning.describe_column(table, c, own, c.name in vocabulary)
                    for c in table.columns.values()}
-        row = meaning.table_line(table, own, dictionaries, tables, referrers.get(table.name, []))
+        for column, phrase in meaning.line_parts(table, own, dictionaries, tables).items():
+            if column in columns:
+                columns[column] = meaning.with_phrase(column, columns[column], phrase)
+        row = meaning.table_line(table, referrers.get(table.name, []))
         infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
                                       joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
                                       key=table.key)
