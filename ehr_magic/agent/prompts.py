@@ -19,7 +19,9 @@ PROMPT_VERSION = 9  # 3: a table index in the system prompt, the chosen tables i
 # 7: each join said once (tables joined on a same-named column grouped, "x ON t.c = x.c" as "x ON c";
 # a table leaves out the joins a table described before it already says);
 # 8: the stored values a question's words may name, linked before the first call ("values");
-# 9: the same facts in fewer tokens (API list, rules, time, values and "Maybe needed too" headings)
+# 9: the same facts in fewer tokens: API list, rules, time, values and "Maybe needed too" headings; a column
+# every table has said once in the index; a join a column's line says, or one differing only by its table's
+# name, not said again; drafted knowledge without repeats (ehr_magic.knowledge.drafting)
 NAMES = ("system", "knowledge", "question", "example", "feedback", "observation", "debugger_system", "debugger",
          "reminder", "values",
          "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.turns)
