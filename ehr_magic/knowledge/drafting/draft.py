@@ -246,7 +246,7 @@ def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: Da
                      "as 'last year' cannot be read.")
     else:
         lines.append(f"The dataset clock (ehr.now) is {meaning.show(clock.now)}, the latest event time in the data "
-                     f"({clock.source}); relative phrases such as 'last year' count back from it.")
+                     f"({clock.source}).")  # that relative phrases count back from it, the prompt's time rules say
         if clock.later:
             listed = ", ".join(f"{name} ({n:,} rows, up to {meaning.show(last)})" for name, n, last in clock.later[:4])
             lines.append(f"Some end or planned times lie after it: {listed}.")
