@@ -97,8 +97,8 @@ def test_the_drafted_knowledge_is_stored_valid_and_round_trips(ehr) -> None:
 
 def test_keys_and_joins_found_from_names_and_values(ehr) -> None:
     tables = ehr.knowledge.tables
-    assert tables["patients"].description == "Each row has its own id."
-    assert tables["encounters"].columns["id"].startswith("VARCHAR, the key")
+    assert tables["patients"].key == "id" and tables["patients"].description == ""  # the key's line says it
+    assert tables["encounters"].columns["id"].startswith("VARCHAR, the unique key")
     assert tables["conditions"].description == "No single column identifies a row."
     joins = {join for info in tables.values() for join in info.joins}
     expected = {
@@ -126,7 +126,7 @@ def test_value_lists_ranges_and_privacy(ehr) -> None:
     encounter_class = tables["encounters"].columns["encounterclass"]
     assert "6 values" in encounter_class and "'ambulatory'" in encounter_class and "'emergency'" in encounter_class
     assert {"encounterclass", "description"} <= set(tables["encounters"].vocabulary)
-    assert tables["encounters"].columns["start"] == "TIMESTAMP, 1968-01-21 00:21:58 to 2024-02-02 20:27:14."
+    assert tables["encounters"].columns["start"] == "TIMESTAMP, 1968-01-21 to 2024-02-02."  # days: what it covers
     assert tables["allergies"].columns["type"] == "VARCHAR, always 'allergy'."
     assert "type" not in tables["allergies"].vocabulary  # one value: nothing to look up
     assert "numbers written as text" in tables["observations"].columns["value"]
@@ -359,9 +359,10 @@ def test_row_numbers_are_no_join_and_ids_named_alike_are(tmp_path: Path) -> None
     with ehr_magic.connect(tmp_path / "m.duckdb") as ehr:
         tables = ehr.knowledge.tables
         assert ehr.tables() == ["admissions", "icustays", "patients"]
-        assert tables["patients"].description == "Each row has its own subject_id."
-        assert tables["admissions"].description == "Each row has its own hadm_id."
-        assert tables["icustays"].description == "Each row has its own icustay_id."
+        assert (tables["patients"].key, tables["admissions"].key, tables["icustays"].key) == (
+            "subject_id", "hadm_id", "icustay_id")
+        assert tables["admissions"].columns["hadm_id"].startswith("BIGINT, the unique key")
+        assert tables["admissions"].columns["row_id"] == "BIGINT, a row number."
         assert set(tables["icustays"].joins) == {"patients ON icustays.subject_id = patients.subject_id",
                                                  "admissions ON icustays.hadm_id = admissions.hadm_id"}
         assert not any("row_id" in join for info in tables.values() for join in info.joins)

@@ -26,8 +26,8 @@ CODE = (
 # What the drafted knowledge says, and the model must have been told.
 DRAFTED = [
     "drafted from the data",
-    "patients ON encounters.patient = patients.id",
-    "encounterclass: VARCHAR, 6 values (",
+    "- patient: VARCHAR, refers to patients.id (a patient id).",  # the join, said by its column
+    "encounterclass: VARCHAR, encounter class, 6 values (",
     "'emergency'",
     "The dataset clock (ehr.now) is 2024-02-07 23:24:16",
 ]

@@ -102,13 +102,16 @@ def test_renamed_joins_are_found_from_values_and_row_numbers_join_nothing(rename
         "dxcatalog ON visitdiagnoses.dxcode = dxcatalog.dxcode",
     }  # and nothing on RecNo, nor on Rank (1..n integers that any 1..25 key holds)
     tables = renamed.knowledge.tables
-    assert tables["patientregister"].description == "Each row has its own patno."
-    assert tables["patientregister"].columns["patno"] == "BIGINT, the key (unique, never empty); a patient id."
-    assert "refers to visits.visitno (a visit id)" in tables["labfindings"].columns["visitno"]
+    assert tables["patientregister"].key == "patno" and tables["patientregister"].description == ""
+    assert tables["patientregister"].columns["patno"] == "BIGINT, the unique key; a patient id."
+    # the key named as the column: the table alone says the join
+    assert "refers to visits (a visit id)" in tables["labfindings"].columns["visitno"]
     assert "a unit of measure" in tables["labfindings"].columns["resultunit"]
-    assert tables["careunits"].description.startswith("Each row has its own unitno.")
-    assert tables["labfindings"].description == "Each row has its own recno (a row number, which joins nothing)."
-    assert tables["labfindings"].columns["recno"].startswith("BIGINT, the row number")
+    assert tables["careunits"].key == "unitno"
+    assert tables["labfindings"].key == "recno" and tables["labfindings"].description == ""
+    assert tables["labfindings"].columns["recno"] == "BIGINT, the unique row number."
+    # that row numbers join nothing is said once, for every table, by a convention
+    assert any("row numbers join nothing" in rule for rule in renamed.knowledge.conventions)
 
 
 def test_renamed_dictionaries_give_lookup_columns_and_codes_stay_codes(renamed) -> None:
@@ -126,13 +129,15 @@ def test_renamed_dictionaries_give_lookup_columns_and_codes_stay_codes(renamed) 
 
 def test_renamed_tables_get_one_line_of_meaning(renamed) -> None:
     tables = renamed.knowledge.tables
-    findings = tables["labfindings"].row
-    assert findings.startswith("One row per lab finding: ")
-    assert "visit" in findings and "item (-> lab test catalog)" in findings and "taken date/time" in findings
-    assert "result unit" in findings and "from LabFindings.csv" in findings
-    assert "item (-> bedside catalog)" in tables["bedsidereadings"].row
-    assert tables["visits"].row.startswith("One row per visit: ")
-    assert "admit date/time" in tables["visits"].row and "Referred to by " in tables["visits"].row
+    findings = tables["labfindings"]
+    assert findings.row == "One row per lab finding. 26,426 rows."  # the file is the table's
+    # the columns say in words what their names run together, and what they point to
+    assert "item (-> lab test catalog)" in findings.columns["itemno"]
+    assert findings.columns["takendatetime"].startswith("TIMESTAMP, taken date/time, 2100-")
+    assert "result unit" in findings.columns["resultunit"]
+    assert "item (-> bedside catalog)" in tables["bedsidereadings"].columns["itemno"]
+    assert tables["visits"].row.startswith("One row per visit. Referred to by ")
+    assert "admit date/time" in tables["visits"].columns["admitdatetime"]
 
 
 def test_compound_names_are_split_into_words() -> None:
@@ -219,7 +224,8 @@ def test_mimic_iii_dictionaries_lookup_columns_and_codes(mimic_iii) -> None:
         for column in ("icd9_code", "loinc_code", "ndc"):
             assert "TRY_CAST" not in info.columns.get(column, ""), (info.name, column)
     assert "TRY_CAST" in tables["prescriptions"].columns["dose_val_rx"]  # '1-2', '0.5': numbers as text
-    assert tables["labevents"].row.startswith("One row per lab event: patient, admission, item (-> lab items)")
+    assert tables["labevents"].row.startswith("One row per lab event.")
+    assert "item (-> lab items)" in tables["labevents"].columns["itemid"]
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +272,10 @@ def test_synthea_folder_joins_by_identifiers_and_not_by_small_integers(tmp_path:
         assert "encounters ON claims.appointmentid = encounters.id" in joins
         # Claim type ids 1..2 lie inside the transactions' charge ids, and the names share "claim": chance.
         assert not any("claimtypeid" in join for join in joins)
-        row = ehr.knowledge.tables["encounters"].row
-        assert row.startswith("One row per encounter: start, stop, patient, organization, provider, payer")
+        encounters = ehr.knowledge.tables["encounters"]
+        assert encounters.row.startswith("One row per encounter.")
+        assert encounters.columns["patient"].startswith("VARCHAR, refers to patients")  # the name says 'patient'
+        assert encounters.columns["encounterclass"].startswith("VARCHAR, encounter class, ")  # run together
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -315,4 +323,20 @@ def test_a_folder_of_200_files_is_drafted_whole(tmp_path: Path) -> None:
         for n in range(199):
             assert tables[f"measure_{n:03d}"].joins == (
                 f"patients ON measure_{n:03d}.patient_key = patients.patient_key",)
-        assert tables["measure_007"].row.startswith("One row per measure: patient, grade, reading.")
+        assert tables["measure_007"].row.startswith("One row per measure.")
+
+
+def test_a_time_range_is_said_by_its_days_unless_it_lies_within_one_day() -> None:
+    import duckdb
+
+    from ehr_magic.knowledge.drafting import meaning
+    from ehr_magic.knowledge.drafting.profiling import profile
+
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE shifts AS SELECT TIMESTAMP '2100-03-01 07:00:00' + INTERVAL (i) HOUR AS started, "
+                    "TIMESTAMP '2100-03-01 07:30:00' + INTERVAL (i * 50) HOUR AS ended FROM range(10) t(i)")
+        table = profile(con, "shifts", "shifts.csv")
+    # the hours of one day's data are what its range tells; over days, the days are
+    assert meaning.describe_column(table, table.columns["started"], {}, False) == (
+        "TIMESTAMP, 2100-03-01 07:00:00 to 2100-03-01 16:00:00.")
+    assert meaning.describe_column(table, table.columns["ended"], {}, False) == "TIMESTAMP, 2100-03-01 to 2100-03-20."

@@ -68,8 +68,10 @@ def test_differently_named_columns_join_by_their_values_with_punctuation_quoted(
     assert ehr.sql(f"SELECT count(*) FROM labs JOIN {labs.joins[0]}").item() == 600  # the join runs as written
     assert "refers to enc_2023.\"visit#\" (a visit id)" in labs.columns["enc"]
     assert ehr.knowledge.tables["enc_2023"].key == "visit#"
-    assert labs.columns["taken@"].startswith("TIMESTAMP, 2023-05-01 08:00:00 to")
-    assert labs.row.startswith("One row per lab: encounter, taken, test, result, reported as.")
+    assert labs.columns["taken@"].startswith("TIMESTAMP, 2023-05-01 to 2023-05-")
+    assert labs.row.startswith("One row per lab.")
+    assert labs.columns["enc"].startswith("BIGINT, encounter, refers to ")  # 'enc' spelled out
+    assert labs.columns["reported_as"].startswith("VARCHAR, a unit of measure")  # the name says it all
 
 
 def test_a_unit_column_is_known_by_its_values_not_its_name(home_made) -> None:

@@ -4,6 +4,7 @@ validates files, honours override directories and explains its errors."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import os
 import re
@@ -171,7 +172,7 @@ def test_detail_lists_columns_and_joins_of_the_named_tables_only() -> None:
     assert text.index("## cost") < text.index("## admissions")
     assert "- event_id: row_id of the event in the event_type table." in text
     assert "- dischtime: Discharge time; empty while the patient is still in hospital." in text
-    assert "joins: admissions ON hadm_id; diagnoses_icd ON event_id = diagnoses_icd.row_id" in text
+    assert "joins: admissions ON hadm_id; diagnoses_icd, procedures_icd, labevents, prescriptions ON " in text
     assert "look up values of: admission_type" in text
     assert "## chartevents" not in text and "- valuenum" not in text
     assert info.detail([]) == ""
@@ -180,10 +181,18 @@ def test_detail_lists_columns_and_joins_of_the_named_tables_only() -> None:
 def test_joins_on_a_column_of_the_same_name_are_said_once_for_all_their_tables() -> None:
     info = knowledge.load("ehrsql_mimic_iv")
     admissions = info.detail(["admissions"])
-    assert "joins: patients ON subject_id; icustays, diagnoses_icd, procedures_icd, labevents" in admissions
+    assert "joins: icustays, diagnoses_icd, procedures_icd, labevents" in admissions
     assert admissions.count("ON hadm_id") == 1
+    # the column's own meaning says the join to patients ("joins to patients"): not said again
+    assert "- subject_id: Patient identifier; joins to patients." in admissions and "patients ON" not in admissions
+    # joins that differ only by the joined table's name (a row pointing at rows of several tables) are said
+    # once, <table> standing for each, in the place of the first
+    assert ("joins: admissions ON hadm_id; diagnoses_icd, procedures_icd, labevents, prescriptions ON "
+            "event_id = <table>.row_id AND event_type = '<table>'") in info.detail(["cost"])
     # a join with its own condition stays whole, in its place
-    assert "joins: admissions ON hadm_id; diagnoses_icd ON event_id = diagnoses_icd.row_id" in info.detail(["cost"])
+    joins = ["patients ON subject_id", "labevents ON event_id = labevents.row_id AND event_type = 'labevents'",
+             "admissions ON cost.hadm_id = admissions.hadm_id AND cost.kind = 'visit'"]
+    assert knowledge.grouped_joins("cost", joins) == "; ".join(joins)
 
 
 def test_one_line_tables_leave_out_the_joins_said_before_them() -> None:
@@ -199,9 +208,39 @@ def test_one_line_tables_leave_out_the_joins_said_before_them() -> None:
 
 def test_full_descriptions_say_a_join_once_by_the_first_of_its_two_tables() -> None:
     text = knowledge.load("ehrsql_mimic_iv").detail(["labevents", "d_labitems"])
-    assert "joins: d_labitems ON itemid; admissions ON hadm_id" in text
+    assert "- itemid: Test; joins to d_labitems." in text and "joins: admissions ON hadm_id" in text
+    assert "d_labitems ON" not in text  # said by labevents' itemid line
     d_labitems = text[text.index("## d_labitems"):]
     assert "joins:" not in d_labitems and "look up values of: label" in d_labitems
+
+
+def test_a_join_the_column_line_already_says_is_not_said_again() -> None:
+    info = TableInfo(
+        "lab_results", None, "One row per lab result.", "",
+        {"patient_id": "BIGINT, refers to patient_demographics.patient_id (a patient id).",
+         "test_key": "BIGINT, refers to lab_test_types.test_id.",
+         "visit": "BIGINT, a visit id.",
+         "unit": "VARCHAR, 32 distinct terms, find them with ehr.lookup.",
+         "flag": "VARCHAR, 2 values ('abnormal', 'delta')."},
+        joins=("patient_demographics ON lab_results.patient_id = patient_demographics.patient_id",
+               "lab_test_types ON lab_results.test_key = lab_test_types.test_id",
+               "hospital_admissions ON lab_results.visit = hospital_admissions.admission_id",
+               "ranges ON lab_results.test_key = ranges.test_id AND lab_results.unit = ranges.unit"),
+        vocabulary=("unit", "flag"))
+    text = info.detail()
+    # the lines of patient_id and test_key name the table and key they join: each join said there only
+    assert "patient_demographics ON" not in text and "lab_test_types ON" not in text
+    # a column that does not name its table, and a join on two columns, keep their joins
+    assert "joins: hospital_admissions ON lab_results.visit = hospital_admissions.admission_id; ranges ON " in text
+    # the key named otherwise than the column must be named too: the table alone does not say the join
+    assert info.said_by_column("lab_test_types ON lab_results.test_key = lab_test_types.test_id")
+    assert not dataclasses.replace(info, columns={**info.columns, "test_key": "BIGINT, see lab_test_types."}
+                                   ).said_by_column("lab_test_types ON lab_results.test_key = lab_test_types.test_id")
+    # a key named as the column: the table alone says it (as drafted now: "refers to patient_demographics")
+    assert dataclasses.replace(info, columns={**info.columns, "patient_id": "BIGINT, refers to patient_demographics."}
+                               ).said_by_column(info.joins[0])
+    # a lookup column whose line sends it to ehr.lookup is not listed again; one with its values shown is
+    assert "look up values of: flag" in text
 
 
 def test_a_drafted_join_on_columns_of_the_same_name_reads_as_the_packaged_ones() -> None:

@@ -51,8 +51,8 @@ def test_show_lists_the_clock_and_each_table_marked_drafted(ip, capsys) -> None:
     ip.run_line_magic("ehr", "knowledge")
     text, rich = shown(capsys)
     assert "Clock [drafted]: Calendar time: now is 2024-02-07 23:24:16" in text
-    assert "encounters [drafted]: One row per encounter: start, stop, patient, organization" in text
-    assert "604 rows from encounters.csv. Each row has its own id." in text
+    assert "encounters [drafted]: One row per encounter. Referred to by " in text
+    assert "604 rows." in text and "encounters.csv" not in text
     assert "key [drafted]: id" in text
     assert "joins [drafted]: encounters.patient -> patients.id;" in text
     assert "lookup columns [drafted]: encounterclass, description" in text
@@ -64,7 +64,8 @@ def test_show_lists_the_clock_and_each_table_marked_drafted(ip, capsys) -> None:
 def test_one_table_shows_its_columns_and_a_typo_gets_a_hint(ip, capsys) -> None:
     ip.run_line_magic("ehr", "knowledge encounters")
     text, rich = shown(capsys)
-    assert re.search(r"\n +encounterclass +VARCHAR +\[drafted\] VARCHAR, 6 values \(.*\(lookup\)\n", text)
+    assert re.search(r"\n +encounterclass +VARCHAR +\[drafted\] VARCHAR, encounter class, 6 values \(.*\(lookup\)\n",
+                     text)
     assert "(key)" in text.split("\n      id ")[1].splitlines()[0]
     assert "<th>column</th>" in rich
     ip.run_line_magic("ehr", "knowledge encounter")

@@ -12,7 +12,7 @@ import ehr_magic
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.budget import PromptTooLongError, reply_reserve, tables_within
-from ehr_magic.agent.context import index_columns
+from ehr_magic.agent.context import index_columns, shared_columns
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
 from ehr_magic.llm.tokens import estimate_prompt_tokens
@@ -67,8 +67,10 @@ def test_a_bad_window_setting_is_one_sentence(fake_llm, monkeypatch) -> None:
 def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_own(ehr) -> None:
     prompt = agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(8192, "test"))
     system, user = (m["content"] for m in prompt.messages)
-    for table in ehr.tables():  # the one-line index: every table with its columns
-        assert f"\n{table}: {index_columns(ehr, table)}\n" in system
+    shared = shared_columns(ehr)  # the columns every table has (row_id), said once
+    assert shared == ("row_id",) and "\nEvery table has row_id.\n" in system
+    for table in ehr.tables():  # the one-line index: every table with its other columns
+        assert f"\n{table}: {index_columns(ehr, table, shared)}\n" in system
     assert "## labevents" in user and "## d_labitems" in user  # what the question needs, in full
     # the spine, chosen because most questions pass through it, described after what the question
     # needs (the window has room for it here)

@@ -8,7 +8,7 @@ full descriptions of the tables a question needs (``table_choice``) go with the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -57,13 +57,19 @@ def _time_rules(ehr: Any) -> str:
 
 def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
     """One line per table with every column, so that no column name is ever unknown to the model
-    (with ``full``, each table's row and description first); for the smallest windows, with
-    ``columns`` false, only the table names. Absent tables are named last."""
+    (with ``full``, each table's row and description first; a column every table has, such as a
+    row number, said once first); for the smallest windows, with ``columns`` false, only the
+    table names. Absent tables are named last."""
     knowledge = ehr.knowledge
     if full or columns:
-        lines = [f"{knowledge.tables[t].summary()} Columns: {index_columns(ehr, t)}."
-                 if full and knowledge is not None and t in knowledge.tables else f"{t}: {index_columns(ehr, t)}"
-                 for t in ehr.tables()]
+        shared = shared_columns(ehr)
+        lines = [f"Every table has {index_columns(ehr, ehr.tables()[0], only=shared)}."] if shared else []
+        for t in ehr.tables():
+            listed = index_columns(ehr, t, shared)
+            if full and knowledge is not None and t in knowledge.tables:
+                lines.append(f"{knowledge.tables[t].summary()} Columns: {listed or 'those every table has'}.")
+            else:
+                lines.append(f"{t}: {listed}" if listed else t)
     else:
         lines = [", ".join(ehr.tables())]
     absent = knowledge.absent if knowledge is not None else ()
@@ -75,11 +81,23 @@ def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
 _TIME_TYPES = ("TIMESTAMP", "DATE", "TIME")
 
 
-def index_columns(ehr: Any, table: str) -> str:
+def shared_columns(ehr: Any) -> tuple[str, ...]:
+    """The columns every table has, with the same type (a row number), which the index says once;
+    none when there are fewer than three tables."""
+    tables = ehr.tables()
+    if len(tables) < 3:
+        return ()
+    first = ehr.columns(tables[0])
+    return tuple(name for name, kind in first.items() if all(ehr.columns(t).get(name) == kind for t in tables[1:]))
+
+
+def index_columns(ehr: Any, table: str, shared: Collection[str] = (), *, only: Collection[str] | None = None) -> str:
     """The column names of ``table``, with the type of time columns only (a name seldom says it
-    holds a time, and dates are where code goes wrong; other types cost tokens and help little)."""
+    holds a time, and dates are where code goes wrong; other types cost tokens and help little),
+    leaving out the ``shared`` ones the index states once (or giving ``only`` those)."""
     return ", ".join(f"{name} {kind.split('(')[0].split(' ')[0].lower()}" if kind.upper().startswith(_TIME_TYPES)
-                     else name for name, kind in ehr.columns(table).items())
+                     else name for name, kind in ehr.columns(table).items()
+                     if name not in shared and (only is None or name in only))
 
 
 def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *, brief_columns: bool = True) -> str:
@@ -101,9 +119,8 @@ def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *,
             lines += [_plain_tables(ehr, unnamed, types=False)]
         elif unnamed:
             lines += [f"- {t}" for t in unnamed]
-        heading = ("Maybe needed too (column names only; ehr.describe(table) gives their meanings):"
-                   if brief_columns else "Maybe needed too (their columns are in the table index; ehr.describe(table) "
-                   "gives their meanings):")
+        heading = ("Maybe needed too (meanings from ehr.describe(table)):" if brief_columns
+                   else "Maybe needed too (columns in the index, meanings from ehr.describe(table)):")
         text += ("\n\n" if text else "") + heading + "\n" + "\n".join(line for line in lines if line)
     return text
 

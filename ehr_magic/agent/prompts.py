@@ -12,13 +12,16 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-PROMPT_VERSION = 8  # 3: a table index in the system prompt, the chosen tables in full with the question;
+PROMPT_VERSION = 9  # 3: a table index in the system prompt, the chosen tables in full with the question;
 # 4: chosen tables past the schema share in one line each ("Maybe needed too");
 # 5: looking before answering (observation steps); templates say only what is there;
 # 6: the index gives every table's columns (time columns with their type);
 # 7: each join said once (tables joined on a same-named column grouped, "x ON t.c = x.c" as "x ON c";
 # a table leaves out the joins a table described before it already says);
-# 8: the stored values a question's words may name, linked before the first call ("values")
+# 8: the stored values a question's words may name, linked before the first call ("values");
+# 9: the same facts in fewer tokens: API list, rules, time, values and "Maybe needed too" headings; a column
+# every table has said once in the index; a join a column's line says, or one differing only by its table's
+# name, not said again; drafted knowledge without repeats (ehr_magic.knowledge.drafting)
 NAMES = ("system", "knowledge", "question", "example", "feedback", "observation", "debugger_system", "debugger",
          "reminder", "values",
          "conversation",  # conversation: earlier turns and notebook variables (ehr_magic.agent.turns)

@@ -98,20 +98,62 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SAME_NAME = re.compile(rf"^\s*({_NAME})\s+ON\s+(?:({_NAME})|(?:({_NAME})\.)?({_NAME})\s*=\s*(?:({_NAME})\.)?\4)\s*$")
 
 
+_PLACE = "<table>"  # stands for each of the tables a join template is said for
+
+
 def grouped_joins(table: str, joins: Iterable[str]) -> str:
     """The joins of ``table`` as prompt text, those on a column of the same name on both sides
     said once for all their tables (``icustays, labevents ON hadm_id``; a wide table's joins are
-    mostly these), in order; ``x ON t.c = x.c`` is said as ``x ON c``, as the packaged files write it."""
-    groups: dict[str, list[str]] = {}  # a shared column, or a join kept whole -> its tables
+    mostly these), in order; ``x ON t.c = x.c`` is said as ``x ON c``, as the packaged files write it.
+    Joins that differ only by the joined table's name, a row of one table pointing at rows of
+    several (``x ON event_id = x.row_id AND event_type = 'x'``), are said once with ``<table>``
+    standing for each of them."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (kind, key) -> its (table, join) pairs
     for join in joins:
         match = _SAME_NAME.match(join)
         target = match.group(1) if match else ""
         sides = {side.lower() for side in (match.group(3), match.group(5)) if side} if match else set()
         if match and sides <= {table.lower(), target.lower()} and len(sides) != 1:
-            groups.setdefault(f" ON {match.group(2) or match.group(4)}", []).append(target)
+            groups.setdefault(("same", f" ON {match.group(2) or match.group(4)}"), []).append((target, join))
+            continue
+        whole = _WHOLE.match(join)
+        template = re.sub(rf"\b{re.escape(whole.group(1))}\b", _PLACE, whole.group(2)) if whole else ""
+        group = ("template", f" ON {template}") if _PLACE in template else ("whole", join)
+        groups.setdefault(group, []).append((whole.group(1) if whole else "", join))
+    said = []
+    for (kind, condition), pairs in groups.items():
+        if kind == "whole" or (kind == "template" and len(pairs) == 1):
+            said += [join for _, join in pairs]
         else:
-            groups[join] = []
-    return "; ".join(", ".join(tables) + key if tables else key for key, tables in groups.items())
+            said.append(", ".join(target for target, _ in pairs) + condition)
+    return "; ".join(said)
+
+
+_WHOLE = re.compile(rf"^\s*({_NAME})\s+ON\s+(.+?)\s*$")
+
+
+# "<table> ON <column>", or "<table> ON [a.]<column> = [b.]<key>": a join on one pair of columns
+_ONE_PAIR = re.compile(rf"^\s*({_NAME})\s+ON\s+(?:({_NAME})|"
+                       rf"(?:({_NAME})\.)?({_NAME})\s*=\s*(?:({_NAME})\.)?({_NAME}))\s*$")
+
+
+def _join_column(table: str, join: str) -> tuple[str, str] | None:
+    """``(column of table, key of the target)`` of a join of ``table`` on one pair of columns
+    (``x ON c``, ``x ON t.c = x.k``); None for any other condition."""
+    match = _ONE_PAIR.match(join)
+    if match is None:
+        return None
+    target, same, left_table, left, right_table, right = match.groups()
+    if same:
+        return same, same
+    sides = (left_table or "").lower(), (right_table or "").lower()
+    if sides[1] == target.lower() and sides[0] in ("", table.lower()):
+        return left, right
+    if sides[0] == target.lower() and sides[1] in ("", table.lower()):
+        return right, left
+    if not any(sides) and left.lower() == right.lower():
+        return left, right
+    return None
 
 
 def join_target(join: str) -> str | None:
@@ -162,17 +204,32 @@ class TableInfo:
     def _joins_not_in(self, stated: Collection[str]) -> list[str]:
         return [j for j in self.joins if join_target(j) not in stated]
 
+    def said_by_column(self, join: str) -> bool:
+        """Whether the meaning of the column a join is on already says it: it names the target
+        table (``stay_id: ICU visit; joins to icustays``) and, when the target's key is named
+        otherwise, that key (``refers to person.patientkey``)."""
+        pair = _join_column(self.name, join)
+        target = join_target(join)
+        if pair is None or target is None:
+            return False
+        column, key = pair
+        text = next((t for c, t in self.columns.items() if c.lower() == column.lower()), "")
+        said = target if key.lower() == column.lower() else f"{target}.{key}"
+        return re.search(rf"(?<![\w.]){re.escape(said)}(?![\w])", text, re.IGNORECASE) is not None
+
     def detail(self, stated: Collection[str] = ()) -> str:
         """Columns, joins and lookup columns of this table, as compact prompt text (joins to the
-        tables in ``stated`` left out, as in ``brief``)."""
+        tables in ``stated`` left out, as in ``brief``). What a column's meaning already says is
+        not said again: a join on that column naming its table, a lookup column sent to ehr.lookup."""
         module = f" [{self.module}]" if self.module else ""
         lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
         lines += [f"- {column}: {text}" for column, text in self.columns.items()]
-        joins = self._joins_not_in(stated)
+        joins = [j for j in self._joins_not_in(stated) if not self.said_by_column(j)]
         if joins:
             lines.append("joins: " + grouped_joins(self.name, joins))
-        if self.vocabulary:
-            lines.append("look up values of: " + ", ".join(self.vocabulary))
+        looked_up = [c for c in self.vocabulary if "ehr.lookup" not in self.columns.get(c, "")]
+        if looked_up:
+            lines.append("look up values of: " + ", ".join(looked_up))
         return "\n".join(lines)
 
 

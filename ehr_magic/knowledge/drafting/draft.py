@@ -7,7 +7,8 @@ what tables and columns mean from their names and values (``meaning``) and write
 
 - columns with their type, role (key, row number, reference, code), emptiness, ranges
   and, for short text value lists, the values themselves;
-- one line per table: what a row is, its main columns and where they point;
+- one line per table: what a row is, the tables referring to it, its size; the main columns
+  in words where their names run the words together (``admitDateTime``: admit date/time);
 - joins as inclusion dependencies checked on values, names only ranking them;
 - dictionaries and lookup columns (names and descriptions of codes, repeated terms);
 - the dataset clock: the latest event time, not pushed into the future by planned ends.
@@ -171,7 +172,10 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         vocabulary = meaning.lookup_columns(table, table.name in dictionaries, own)
         columns = {c.name: meaning.describe_column(table, c, own, c.name in vocabulary)
                    for c in table.columns.values()}
-        row = meaning.table_line(table, own, dictionaries, tables, referrers.get(table.name, []))
+        for column, phrase in meaning.line_parts(table, own, dictionaries, tables).items():
+            if column in columns:
+                columns[column] = meaning.with_phrase(column, columns[column], phrase)
+        row = meaning.table_line(table, referrers.get(table.name, []))
         infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
                                       joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
                                       key=table.key)
@@ -221,14 +225,14 @@ def _identity(table: Table, dictionary: bool) -> str:
     if table.rows < 2:
         return f"Only {table.rows} row, so no key is drafted and nothing joins to it."
     if table.key and table.key != table.row_number:
-        text = f"Each row has its own {table.key}."
+        text = ""  # the key's own line says it is the key
     elif table.composite:
         text = f"Each row has its own {table.composite[0]} and {table.composite[1]} together."
     elif table.key:
-        text = f"Each row has its own {table.key} (a row number, which joins nothing)."
+        text = ""  # the row number's own line says it
     else:
         text = "No single column identifies a row."
-    return text + (" A dictionary: look up names and descriptions here." if dictionary else "")
+    return (text + (" A dictionary: look up names and descriptions here." if dictionary else "")).strip()
 
 
 def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: DatasetClock | None) -> str:
@@ -242,7 +246,7 @@ def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: Da
                      "as 'last year' cannot be read.")
     else:
         lines.append(f"The dataset clock (ehr.now) is {meaning.show(clock.now)}, the latest event time in the data "
-                     f"({clock.source}); relative phrases such as 'last year' count back from it.")
+                     f"({clock.source}).")  # that relative phrases count back from it, the prompt's time rules say
         if clock.later:
             listed = ", ".join(f"{name} ({n:,} rows, up to {meaning.show(last)})" for name, n, last in clock.later[:4])
             lines.append(f"Some end or planned times lie after it: {listed}.")

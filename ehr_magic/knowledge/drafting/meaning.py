@@ -8,13 +8,15 @@
   such as a patient ``pt``), free text and personal data never do.
 - A unit column is known by its values ('mg/dL', '%', 'bpm'), never by its name alone.
 - Code columns are described as codes, never as numbers written as text.
-- One line per table says what a row is and how it joins: ``One row per lab event:
-  patient, admission, item (-> lab items), chart time, value, unit``.
+- One line per table says what a row is, which tables refer to it and its size; the main
+  columns say in words what they hold (``chart time``) or point to (``item (-> lab items)``)
+  when their names do not already say it, words that also let a question find the table.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable
 
 from ehr_magic.knowledge.drafting import naming
@@ -99,18 +101,19 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         return f"{column.dtype}, always empty in this data."
     parts = []
     if column.name == table.key and column.name == table.row_number:
-        parts.append("the row number (unique, never empty; it joins nothing)")
+        parts.append("the unique row number")  # row numbers join nothing: a convention says so
     elif column.name == table.key:
         role = _role(table.original or table.name, column.original or column.name)
-        parts.append("the key (unique, never empty)" + (f"; {role}" if role else ""))
+        parts.append("the unique key" + (f"; {role}" if role else ""))
     elif column.name == table.row_number:
-        parts.append("a row number (it joins nothing)")
+        parts.append("a row number")
     elif column.name not in joins and identifies(table, column):
         role = _role(column.original or column.name)
         parts.append(f"{role} (an identifier)" if role else "an identifier")
     if column.name in joins:
         join = joins[column.name]
-        target = f"{join.target}.{sql_name(join.key)}"
+        # the target's key named as this column is said by the table alone ("refers to patients")
+        target = join.target if join.key == column.name and not join.also else f"{join.target}.{sql_name(join.key)}"
         role = _role(join.target, join.key)
         parts.append(f"refers to {target}" + (f" ({role})" if role else ""))
     if column.unit_like and column.name not in joins:
@@ -130,21 +133,22 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append(f"a code ({count(column.distinct, 'distinct code')}); compare codes as stored text")
     elif column.low is not None and not column.personal:
         same = column.low == column.high
-        parts.append(f"always {show(column.low)}" if same else f"{show(column.low)} to {show(column.high)}")
+        parts.append(f"always {show(column.low)}" if same else _span(column.low, column.high))
     elif column.text and not column.personal:
         parts.append(count(column.distinct, "distinct value"))
     if column.text and not column.personal and not column.code_like and 0.2 <= column.numeric < 1:
         parts.append(f"{percent(column.numeric, 1)} of values are numbers written as text (use TRY_CAST)")
     empty = table.rows - column.non_null
     if empty:
-        parts.append(f"empty in {percent(empty, table.rows)} of rows")
+        parts.append(f"{percent(empty, table.rows)} empty")
     return f"{column.dtype}, " + "; ".join(parts) + "." if parts else f"{column.dtype}."
 
 
-def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tables: dict[str, Table],
-               referrers: list[str]) -> str:
-    """What one row is, its main columns and where they point; then size and file."""
-    parts = []
+def line_parts(table: Table, joins: dict[str, Join], dictionaries: set[str], tables: dict[str, Table]
+               ) -> dict[str, str]:
+    """The main columns of a row in words, at most ``LINE_PARTS`` of them, each with its phrase
+    (``admitDateTime``: admit date/time; a reference says what it points to: ``item (-> lab items)``)."""
+    parts: dict[str, str] = {}
     for column in table.columns.values():
         if column.non_null == 0 or column.name == table.row_number or (
                 column.name == table.key and column.name not in joins):
@@ -160,22 +164,47 @@ def table_line(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
                 pointed = " ".join(w for w in column.words if w not in naming.GENERIC)
             if join.target in dictionaries:
                 about = " ".join(w for w in column.words if w not in naming.GENERIC) or pointed
-                name = f"{about} (-> {_title(target)})"
+                title = _title(target)
+                name = about if about == title else f"{about} (-> {title})"
             else:
                 name = pointed
-        if name not in parts:
-            parts.append(name)
-    shown = ", ".join(parts[:LINE_PARTS]) + (", ..." if len(parts) > LINE_PARTS else "")
-    what = naming.entity(table.original or table.name)
-    line = f"One row per {what}" + (f": {shown}." if shown else ".")
+        if name not in parts.values():
+            if len(parts) == LINE_PARTS:
+                parts["..."] = "..."
+                break
+            parts[column.name] = name
+    return parts
+
+
+def table_line(table: Table, referrers: list[str]) -> str:
+    """What one row is, the tables that refer to it, and its size (its columns say what they hold)."""
+    line = f"One row per {naming.entity(table.original or table.name)}."
     if referrers:
         line += f" Referred to by {', '.join(referrers[:6])}{', ...' if len(referrers) > 6 else ''}."
-    return f"{line} {count(table.rows, 'row')} from {table.file}."
+    return f"{line} {count(table.rows, 'row')}."
+
+
+def with_phrase(column: str, text: str, phrase: str) -> str:
+    """A column's description with its phrase in words, when the name and the description do
+    not already hold those words (``admitdatetime``: ``TIMESTAMP, admit date/time, ...``)."""
+    said = set(re.findall(r"[a-z0-9]+", f"{column} {text}".lower().replace("_", " ")))
+    if set(re.findall(r"[a-z0-9]+", phrase.lower())) <= said:
+        return text
+    kind, _, rest = text.partition(", ")
+    return f"{kind}, {phrase}, {rest}" if rest else f"{kind.rstrip('.')}, {phrase}."
 
 
 def _title(table: Table) -> str:
     """A table's name as words, without words that only mark it as a table (``d_``, ``dim``)."""
     return " ".join(w for w in table.words if w not in naming.GENERIC) or table.name
+
+
+def _span(low: object, high: object) -> str:
+    """``low to high``; times spanning more than a day by their days, which say what the range
+    tells (the years and months the data covers) in half the words."""
+    if isinstance(low, dt.datetime) and isinstance(high, dt.datetime) and low.date() != high.date():
+        return f"{low.date().isoformat()} to {high.date().isoformat()}"
+    return f"{show(low)} to {show(high)}"
 
 
 def show(value: object) -> str:
