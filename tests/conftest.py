@@ -21,6 +21,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         need_shared(*mark.args)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_user_dirs_for_the_session(tmp_path_factory: pytest.TempPathFactory):
+    """The user's folders for fixtures wider than a test (a module's database, connected once),
+    which are set up before the per-test folders: never the real ones of whoever runs the tests."""
+    root = tmp_path_factory.mktemp("session-user")
+    with pytest.MonkeyPatch.context() as patch:
+        for var, sub in [("EHR_MAGIC_CONFIG_DIR", "config"), ("EHR_MAGIC_DATA_DIR", "data"),
+                         ("EHR_MAGIC_CACHE_DIR", "cache")]:
+            patch.setenv(var, str(root / sub))
+        yield root
+
+
 @pytest.fixture(autouse=True)
 def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path_factory.mktemp("user")
