@@ -216,7 +216,7 @@ class TablePicker:
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
-        self._named_by = self._table_documents(knowledge, names_only=True)
+        self._name_document = self._table_documents(knowledge, names_only=True)
         self._name_words = {t: frozenset(identifier_words(t)) for t in self.tables}
         # the words of each name (a word run together, 'labtestkey', is one): a question word is looked for
         # inside them, never across two ('codes' is not in revenue_code_source_value)
@@ -275,7 +275,7 @@ class TablePicker:
         for table, document in self._documents.items():
             # a word of the table's name or columns says what it holds; one of its prose alone ('taken',
             # 'length of stay', 'cardiology'), only perhaps
-            scores[table] += sum(self._idf[w] * (1.0 if w in self._named_by[table] else _PROSE_SHARE)
+            scores[table] += sum(self._idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
                                  for w in said & document)
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
@@ -288,8 +288,8 @@ class TablePicker:
                 # questions name in passing ('on their last hospital visit')
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
         # value linking, when given, has weighed the question's words against the stored values already
-        # (a word inside a longer term it found counts for that term only)
-        # the question's words, and the stored values its terms were found to mean ('afib' -> atrial fibrillation)
+        # (a word inside a longer term it found counts for that term only); the names of the codes a table
+        # records are weighed here, against the question and what its terms were found to mean ('afib')
         spoken = [question, *values_meant]
         coverage = self._value_coverage(spoken) if linked is None else \
             {t: v for t, v in linked.items() if t in self.tables}
