@@ -76,6 +76,7 @@ _WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium',
 _NAMED_VALUE = 0.5  # of a stored value said: the question names one of a dictionary's entries
 _WHOLE = 0.999  # coverage that is a whole value (float sums)
 _NAMED_SCORE = 3.0  # the question says the table's name
+_ONE_OF_SHARE = 0.5  # of that, for a name said of one row ('patient 10002428')
 _PARTNER_SHARE = 0.7  # a joined table inherits this share of the choosing table's score
 _STRONG = 4.0  # a table this sure brings the tables it joins to right after it (labevents -> d_labitems)
 _STRONG_PARTNER_SHARE = 0.95
@@ -262,8 +263,9 @@ class TablePicker:
         said = set(_content_words(question)) - {w for term in values_said for w in _content_words(term)}
         if asks_hierarchy:  # 'any kind of' says nothing of the tables that speak of kinds of visit
             said -= _HIERARCHY_WORDS
-        # 'patient 10002428' names a patient, not the table of patients: only a name said alone names a table
+        # 'patient 10002428' names one patient: the table of patients perhaps, less surely than a name said alone
         named = set(split_words(_ONE_ENTITY.sub(" ", question)))
+        one_of = set(split_words(" ".join(_ONE_ENTITY.findall(question)))) - named
         # A word no table uses stands for the other words of its group: a bridge between the
         # question's words and the schema's, never extra weight for a word the schema speaks.
         related = {s for w in said if w not in self._idf for s in _synonyms().get(w, ())} - said
@@ -283,6 +285,8 @@ class TablePicker:
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
             if table in named or table.rstrip("s") in named:  # 'patients', 'admission'
                 scores[table] += _NAMED_SCORE
+            elif table in one_of or table.rstrip("s") in one_of:
+                scores[table] += _ONE_OF_SHARE * _NAMED_SCORE
             elif table not in self.spine and kin & self._name_words[table]:
                 # named by another word of its group ('cost' for ChargeLine); not the spine, which most
                 # questions name in passing ('on their last hospital visit')
