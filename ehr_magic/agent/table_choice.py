@@ -22,7 +22,9 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   two joins away; a table chosen by a whole stored value passes on nearly all of it
   (d_items 'lr' -> inputevents -> icustays), since its values are useless without them;
   a dictionary (a table that joins nothing and that a few others join) brings those too
-  (lab tests -> lab results; 'weight' in item names -> the observations that record it).
+  (lab tests -> lab results; 'weight' in item names -> the observations that record it); a
+  table of another module that a chosen table merely joins (a visit's care site, its costs)
+  is listed, and described in full only for what the question says of it.
 
 - codes named through others: a dictionary that many tables join (OMOP's concept) lends each of
   them the names of the codes it records (``recorded_values``: 'sinusitis' -> condition_occurrence);
@@ -348,11 +350,11 @@ class TablePicker:
                         # a sure table brings right after it the dictionary its codes need (labevents ->
                         # d_labitems) and the tables of its own module, not those of another that it joins
                         # (a visit's care site, provider and location; costs)
-                        kin = self._module(partner) == self._module(table)
+                        same_module = self._module(partner) == self._module(table)
                         given = share if share < _STRONG_PARTNER_SHARE or events.get(table) or partner in referrers \
-                            or kin or self._is_dictionary(partner) else _PARTNER_SHARE
+                            or same_module or self._is_dictionary(partner) else _PARTNER_SHARE
                         scores[partner] = max(scores[partner], given * score)
-                        if given == _STRONG_PARTNER_SHARE or kin:
+                        if given == _STRONG_PARTNER_SHARE or same_module:
                             sure[partner] = max(sure[partner], given * sure[table])
         if self._hierarchy:
             for table, share in self._hierarchy_coverage(spoken).items():
