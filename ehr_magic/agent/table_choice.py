@@ -398,7 +398,8 @@ class TablePicker:
             words = set(identifier_words(table)) | spelled_out(table)
             for column in self.ehr.columns(table):
                 words.update(identifier_words(column))
-                words.update(spelled_out(column))
+                if not names_only:  # what a column's abbreviation stands for ('drg': diagnosis) is a hint, not its name
+                    words.update(spelled_out(column))
             info = self._described.get(table)
             if info is not None and not names_only:
                 text = " ".join((info.row, info.description, *info.columns.values()))
