@@ -50,11 +50,14 @@ def duckdb_target(duckdb_file: Path) -> Iterator[str | None]:
 
 
 @contextlib.contextmanager
-def postgres_target(duckdb_file: Path) -> Iterator[str | None]:
+def postgres_target(duckdb_file: Path, database: str = "bench", schema: str | None = None) -> Iterator[str | None]:
+    """A URL of ``duckdb_file``'s tables in PostgreSQL (in ``schema``, on the search path, when given):
+    EHR_BENCH_POSTGRES (an existing, empty database), else a throwaway server; None without one."""
     url = os.environ.get("EHR_BENCH_POSTGRES")
     if url:
-        publish(duckdb_file, url)
-        yield url
+        target = url + ("&" if "?" in url else "?") + f"search_path={schema}" if schema else url
+        publish(duckdb_file, target)
+        yield target
         return
     from servers import pg_bindir, postgres_server
 
@@ -63,9 +66,10 @@ def postgres_target(duckdb_file: Path) -> Iterator[str | None]:
         yield None
         return
     with postgres_server() as server:
-        server.execute("CREATE DATABASE bench")
-        publish(duckdb_file, server.url("bench"))
-        yield server.url("bench")
+        server.execute(f"CREATE DATABASE {database}")
+        target = server.url(database, query=f"search_path={schema}") if schema else server.url(database)
+        publish(duckdb_file, target)
+        yield target
 
 
 @contextlib.contextmanager

@@ -38,14 +38,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-from bench_unfamiliar import WINDOWS
+from bench_engines import postgres_target
+from bench_unfamiliar import WINDOWS, coverage
 
 import ehr_magic
-from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.agent.budget import PromptTooLongError
-from ehr_magic.engines import publish
-from ehr_magic.llm.window import ContextWindow
-from ehr_magic.memory.fewshot import SeedExamples
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL server and the Eunomia copies of the tests
@@ -67,67 +63,18 @@ def questions(split: str | None) -> dict[str, list[tuple[str, set[str]]]]:
             for s in SPLITS if split in (None, s)}
 
 
-def coverage(ehr, questions: list[tuple[str, set[str]]], misses: int = 0) -> str:
-    """As ``bench_unfamiliar.coverage``: first-prompt gold-table coverage at each window, listed and
-    in full; a question whose smallest prompt does not fit the window counts as a miss ("too long")."""
-    agent = Agent(ehr, None, examples=SeedExamples(), settings=AgentSettings(shots=4))
-    parts = []
-    for window in WINDOWS:
-        fitted = ContextWindow(window, "bench")
-        covered = in_full = none = shown = full = too_long = 0
-        for question, tables in questions:
-            try:
-                prompt = agent.prompt(question, window=fitted)
-            except PromptTooLongError:
-                too_long += 1
-                if misses == window // 1024:
-                    print(f"    too long: {question}")
-                continue
-            described = set(prompt.tables[:prompt.layout.tables])
-            covered += tables <= set(prompt.tables)
-            in_full += tables <= described
-            none += prompt.layout.tables == 0
-            shown += len(prompt.tables)
-            full += prompt.layout.tables
-            if misses == window // 1024 and not tables <= described:
-                print(f"    miss: {question}\n      gold {sorted(tables)}; full {prompt.tables[:prompt.layout.tables]}"
-                      f"; listed {prompt.tables[prompt.layout.tables:]}")
-        fitting = max(1, len(questions) - too_long)
-        parts.append(f"{window // 1024}k listed {100 * covered / len(questions):5.1f}% full "
-                     f"{100 * in_full / len(questions):5.1f}% ({covered}/{in_full}/{len(questions)}, "
-                     f"{too_long} too long, {none} with no table in full; tables {shown / fitting:.1f} of "
-                     f"{len(ehr.tables())}, {full / fitting:.1f} in full)")
-    return ", ".join(parts)
-
-
 def first_prompts(name: str, target: str | Path, asked: dict[str, list[tuple[str, set[str]]]], misses: int) -> None:
     with ehr_magic.connect(target) as ehr:
         print(f"{name}: schema {ehr.schema}, {len(ehr.tables())} tables, now {ehr.now:%Y-%m-%d}")
         for split, items in asked.items():
-            print(f"  {split:<7} ({len(items)} questions): {coverage(ehr, items, misses)}")
+            print(f"  {split:<7} ({len(items)} questions): {coverage(ehr, items, misses, miss_in_full=True)}")
 
 
 @contextlib.contextmanager
 def postgres_copy(work: Path) -> Iterator[str | None]:
     """A URL of Eunomia's tables (column names lower case) in schema ``omop`` of a PostgreSQL database."""
-    copy = lowercase_copy(work / "eunomia-lowercase.duckdb")
-    url = os.environ.get("EHR_BENCH_POSTGRES")
-    if url:
-        target = url + ("&" if "?" in url else "?") + f"search_path={SCHEMA}"
-        publish(copy, target)
-        yield target
-        return
-    from servers import pg_bindir, postgres_server
-
-    if pg_bindir() is None:
-        print("PostgreSQL: skipped (no initdb; run .ci/install-servers or set EHR_BENCH_POSTGRES)")
-        yield None
-        return
-    with postgres_server() as server:
-        server.execute("CREATE DATABASE omop")
-        target = server.url("omop", query=f"search_path={SCHEMA}")
-        publish(copy, target)
-        yield target
+    with postgres_target(lowercase_copy(work / "eunomia-lowercase.duckdb"), database="omop", schema=SCHEMA) as url:
+        yield url
 
 
 # -- concept lookups ------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 import ehr_magic  # noqa: E402
 from ehr_magic.agent import Agent, AgentSettings  # noqa: E402
+from ehr_magic.agent.budget import PromptTooLongError  # noqa: E402
 from ehr_magic.memory.fewshot import SeedExamples  # noqa: E402
 from ehr_magic.knowledge import model as knowledge_files  # noqa: E402
 from ehr_magic import sources  # noqa: E402
@@ -148,29 +149,38 @@ def sample(items: list, limit: int) -> list:
     return [items[int(i * step)] for i in range(limit)]
 
 
-def coverage(ehr, questions: list[tuple[str, set[str]]], misses: int = 0) -> str:
+def coverage(ehr, questions: list[tuple[str, set[str]]], misses: int = 0, *, miss_in_full: bool = False) -> str:
     """First-prompt gold-table coverage at each window (listed, and described in full), and
-    prompts with no table in full; prints the misses at the ``misses`` k window."""
+    prompts with no table in full; prints the misses at the ``misses`` k window (questions whose
+    gold tables are not all listed, or with ``miss_in_full`` not all in full). A question whose
+    smallest prompt does not fit the window counts as a miss ("too long")."""
     agent = Agent(ehr, None, examples=SeedExamples(), settings=AgentSettings(shots=4))
     parts = []
     for window in WINDOWS:
         fitted = ContextWindow(window, "bench")
-        covered = in_full = none = shown = full = 0
+        covered = in_full = none = shown = full = too_long = 0
         for question, tables in questions:
-            prompt = agent.prompt(question, window=fitted)
+            try:
+                prompt = agent.prompt(question, window=fitted)
+            except PromptTooLongError:
+                too_long += 1
+                if misses == window // 1024:
+                    print(f"    too long: {question}")
+                continue
             described = set(prompt.tables[:prompt.layout.tables])
             covered += tables <= set(prompt.tables)
             in_full += tables <= described
             none += prompt.layout.tables == 0
             shown += len(prompt.tables)
             full += prompt.layout.tables
-            if misses == window // 1024 and not tables <= set(prompt.tables):
+            if misses == window // 1024 and not tables <= (described if miss_in_full else set(prompt.tables)):
                 print(f"    miss: {question}\n      gold {sorted(tables)}; full {prompt.tables[:prompt.layout.tables]}"
                       f"; listed {prompt.tables[prompt.layout.tables:]}")
+        fitting = max(1, len(questions) - too_long)
         parts.append(f"{window // 1024}k listed {100 * covered / len(questions):5.1f}% full "
                      f"{100 * in_full / len(questions):5.1f}% ({covered}/{in_full}/{len(questions)}, "
-                     f"{none} with no table in full; tables {shown / len(questions):.1f} of "
-                     f"{len(ehr.tables())}, {full / len(questions):.1f} in full)")
+                     f"{too_long} too long, {none} with no table in full; tables {shown / fitting:.1f} of "
+                     f"{len(ehr.tables())}, {full / fitting:.1f} in full)")
     return ", ".join(parts)
 
 
