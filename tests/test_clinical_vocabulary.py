@@ -51,6 +51,16 @@ def test_packaged_vocabulary_is_versioned_data_with_ranked_meanings() -> None:
         parse("term\tkind\texpansions\nHb\tlab\themoglobin\n", source="x.tsv")
 
 
+def test_everyday_words_are_known_terms_read_as_shorthand_only_when_written_as_one() -> None:
+    from ehr_magic.linking.clinical_vocabulary import everyday_words, written_as_shorthand
+
+    assert everyday_words() and all(clinical_vocabulary().expand(word) for word in everyday_words())
+    assert written_as_shorthand("afib", sentence_start=False) and written_as_shorthand("lasix", sentence_start=True)
+    assert not written_as_shorthand("hit", sentence_start=False) and written_as_shorthand("HIT", sentence_start=True)
+    assert not written_as_shorthand("What", sentence_start=True) and written_as_shorthand("Lasix", sentence_start=False)
+    assert not written_as_shorthand("in", sentence_start=False)  # two letters in lower case: a word
+
+
 def test_lab_abbreviations_find_the_spelled_out_test_mimic_iv(mimic_iv) -> None:
     hb = mimic_iv.lookup("d_labitems", "label", "Hb")
     assert hb[0] == "hemoglobin" and "hbeag" not in hb and "h" not in hb

@@ -40,6 +40,16 @@ def test_whole_values_runs_inside_values_and_shorthand_are_linked_with_their_key
     assert not any(v.value.startswith("potassium,") for v in linking.values())
 
 
+def test_shorthand_written_in_lower_case_is_linked_but_everyday_words_are_not(ehr) -> None:
+    linking = link_question(ehr, "how many afib patients got hgb checked?")
+    meanings = {t.text: t.meaning for t in linking.terms}
+    assert meanings["afib"] == "atrial fibrillation" and meanings["hgb"] == "hemoglobin"
+    assert ("d_icd_diagnoses", "long_title", "atrial fibrillation") in pairs(linking)
+    # 'hit' (heparin-induced thrombocytopenia) and 'hrs' (hepatorenal syndrome) are plain words here
+    assert link_question(ehr, "list all hit counts in the last 24 hrs").empty
+    assert {t.text for t in link_question(ehr, "any HIT in the last 24 hrs?").terms} == {"HIT"}
+
+
 def test_a_question_with_no_stored_word_links_nothing_and_the_prompt_says_nothing(ehr) -> None:
     question = "How many patients are there?"
     linking = link_question(ehr, question)

@@ -128,6 +128,8 @@ def test_only_shorthand_written_as_such_is_expanded() -> None:
     assert {"heart", "rate"} <= shorthand_words("the average HR yesterday")
     assert shorthand_words("what was in it as of today") == set()  # English words that are also abbreviations
     assert shorthand_words("Hours after admission") == set()  # a capitalised first word is just a word
+    assert {"atrial", "fibrillation"} <= shorthand_words("afib pts on warfarin?")  # shorthand in lower case
+    assert shorthand_words("all tips in 24 hrs") == set()  # ... unless it is an everyday word as well
 
 
 HB = "When was patient 10004235's Hb 8 or lower?"

@@ -19,6 +19,8 @@ from ehr_magic.text import normalise
 from ehr_magic.errors import EhrMagicError
 
 _FILE = "clinical_abbreviations.tsv"
+_EVERYDAY_FILE = "everyday_words.txt"
+_LOWER_CASE_TERM = (3, 4)  # letters of a known term read as shorthand in lower case ('afib'); longer ones always
 _SEPARATOR = " | "
 _RANK_STEP = 0.03  # each later expansion of an ambiguous term weighs 3% less
 _TOKEN_WEIGHT = 0.95  # a query with one word expanded ('Hgb A1c' -> 'hemoglobin a1c')
@@ -117,3 +119,26 @@ def clinical_vocabulary() -> ClinicalVocabulary:
     """The packaged vocabulary, read once per process."""
     resource = importlib.resources.files("ehr_magic.linking").joinpath("vocabulary").joinpath(_FILE)
     return parse(resource.read_text(encoding="utf-8"), source=f"ehr_magic/linking/vocabulary/{_FILE}")
+
+
+@functools.cache
+def everyday_words() -> frozenset[str]:
+    """Known terms that are also everyday English words ('all', 'hit', 'hrs'): package data,
+    ``vocabulary/everyday_words.txt`` (provenance in its header)."""
+    resource = importlib.resources.files("ehr_magic.linking").joinpath("vocabulary").joinpath(_EVERYDAY_FILE)
+    lines = resource.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.strip().lower() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def written_as_shorthand(text: str, *, sentence_start: bool) -> bool:
+    """Whether a word of a question is written as clinical shorthand, so that its expansions are
+    searched: with a capital past its first letter ('Hb', 'SpO2'), in capitals ('COPD'), capitalised
+    inside a sentence ('Lasix'), or a known term in lower case ('afib', 'hgb', 'lasix') that is not
+    also an everyday word ('all', 'hit', 'tips'). English words that are also abbreviations ('as',
+    'in', a capitalised first word 'What') are not."""
+    if (text.isupper() and len(text) > 1) or any(c.isupper() for c in text[1:]) \
+            or (text[0].isupper() and not sentence_start):
+        return True
+    if len(text) < _LOWER_CASE_TERM[0] or not clinical_vocabulary().expand(text):
+        return False
+    return len(text) > _LOWER_CASE_TERM[1] or text.lower() not in everyday_words()

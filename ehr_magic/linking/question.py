@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.lookup import Vocabulary
 
 __all__ = ["Linking", "LinkedTerm", "QuestionLinker", "StoredValue", "link_question", "MAX_VALUES"]
@@ -538,18 +538,14 @@ def _runs(tokens: list[_Token], question: str) -> list[tuple[int, int]]:
 
 
 def _shorthand(token: _Token, question: str) -> tuple[str, ...]:
-    """The meanings of a clinical shorthand ('Hb', 'SpO2', 'Lasix'), when the question writes it as
-    one: with a capital past the first letter, all capitals, capitalised inside a sentence, or a
-    known term of five letters or more ('lasix'); English words that are also abbreviations
-    ('as', 'or', 'in') are not."""
-    text = token.text
+    """The meanings of a clinical shorthand ('Hb', 'SpO2', 'Lasix', 'afib') when the question writes
+    it as one (``written_as_shorthand``)."""
     if token.word in _STOP:
         return ()
     before = question[:token.start].rstrip()
     initial = not before or before[-1] in ".?!:"
-    written = (text.isupper() and len(text) > 1) or any(c.isupper() for c in text[1:]) \
-        or (text[0].isupper() and not initial) or len(text) >= 5
-    return clinical_vocabulary().expand(text) if written else ()
+    return clinical_vocabulary().expand(token.text) \
+        if written_as_shorthand(token.text, sentence_start=initial) else ()
 
 
 _LINKERS: weakref.WeakKeyDictionary[Any, QuestionLinker] = weakref.WeakKeyDictionary()
