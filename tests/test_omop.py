@@ -67,6 +67,12 @@ def test_lower_case_5_4_and_partial_copies_are_recognised(tmp_path: Path) -> Non
         with ehr_magic.connect(path) as ehr:
             assert ehr.schema == "omop_cdm", path.name
             assert ehr.knowledge is not None
+            # the packaged file describes 5.3 and 5.4: each database is told of its own version's columns only
+            visit = ehr.knowledge.table("visit_occurrence").columns
+            assert set(visit) == set(ehr.columns("visit_occurrence")), path.name
+            version_5_4 = path == five_four
+            assert ("admitted_from_concept_id" in visit) == version_5_4
+            assert ("admitting_source_concept_id" in visit) != version_5_4
 
 
 def test_only_the_core_tables_make_an_omop_cdm() -> None:

@@ -367,7 +367,7 @@ class EHR:
             else:
                 found = knowledge.load(self.schema)
             # Names as the database spells them: a lower-case file describes upper-case columns.
-            return found.aligned_to(self._table_columns).restricted_to(self.tables())
+            return found.aligned_to(self._table_columns).restricted_to(self.tables(), self._table_columns)
         except EhrMagicError:
             return None
 

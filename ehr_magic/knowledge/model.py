@@ -276,19 +276,36 @@ class Knowledge:
         confirmed = self.tables[table].confirmed if table is not None else self.confirmed
         return CONFIRMED if statement in confirmed else DRAFTED
 
-    def restricted_to(self, present: Iterable[str]) -> Knowledge:
+    def restricted_to(self, present: Iterable[str],
+                      columns: Mapping[str, Iterable[str]] | None = None) -> Knowledge:
         """A copy describing only the tables in ``present`` (case-insensitive): the others
         move to ``absent`` and joins to them are dropped, so the model is never told of a
-        table that is not there."""
+        table that is not there. With ``columns`` (table -> its columns), a kept table's
+        described columns that the database lacks are dropped too: a file describing two
+        versions of a data model (OMOP 5.3 and 5.4) names only the version's own columns."""
         here = {str(name).lower() for name in present}
+        had = {str(t).lower(): {str(c).lower() for c in cs} for t, cs in (columns or {}).items()}
         kept = {
-            name: dataclasses.replace(info, joins=tuple(
-                join for join in info.joins if (m := _JOIN.match(join)) is None or m.group(1).lower() in here))
+            name: self._columns_kept(dataclasses.replace(info, joins=tuple(
+                join for join in info.joins if (m := _JOIN.match(join)) is None or m.group(1).lower() in here)),
+                had.get(name.lower()))
             for name, info in self.tables.items() if name.lower() in here
         }
         absent = tuple(dict.fromkeys((*self.absent, *(name for name in self.tables if name.lower() not in here))))
         hierarchy = self.hierarchy if self.hierarchy and self.hierarchy.table in kept else None
         return dataclasses.replace(self, tables=kept, absent=absent, hierarchy=hierarchy)
+
+    @staticmethod
+    def _columns_kept(info: TableInfo, existing: set[str] | None) -> TableInfo:
+        """``info`` without the columns the table lacks (all kept when its columns are unknown)."""
+        if not existing:
+            return info
+        def has(column: str) -> bool:
+            return column.lower() in existing
+        return dataclasses.replace(
+            info, columns={c: text for c, text in info.columns.items() if has(c)},
+            vocabulary=tuple(c for c in info.vocabulary if has(c)),
+            key=info.key if info.key is None or has(info.key) else None)
 
     def aligned_to(self, columns: Mapping[str, Mapping[str, str]]) -> Knowledge:
         """A copy naming tables and columns as the database spells them, matched case-insensitively
