@@ -72,3 +72,22 @@ def test_events_are_chosen_by_the_names_of_the_codes_they_record(picker) -> None
     chosen = picker.choose("How many patients took acetaminophen?").tables
     assert "drug_exposure" in chosen[:2] and "concept_ancestor" in chosen, chosen
     assert "condition_occurrence" not in chosen
+
+
+def test_a_word_of_a_tables_own_name_outweighs_the_same_word_in_other_tables_columns(picker) -> None:
+    # 'procedure' is a column word of seven OMOP tables, and the name of the rows of one
+    choice = picker.choose("How many hospital admissions have no procedure at all recorded for them?")
+    in_full = choice.tables[:choice.needed()]
+    assert {"visit_occurrence", "procedure_occurrence"} <= set(in_full), choice.tables
+    assert choice.scores["procedure_occurrence"] > choice.scores["measurement"]
+
+
+def test_clinical_shorthand_in_lower_case_names_the_events_that_record_it(picker) -> None:
+    from ehr_magic.agent.loop import link_values, linked_tables
+
+    question = "afib pts on warfarin?"
+    linking = link_values(picker.ehr, question)
+    assert {t.text for t in linking.terms} == {"afib", "warfarin"}
+    sure, named = linked_tables(linking, picker.ehr.tables())
+    chosen = picker.choose(question, [], linked=sure, events=named).tables
+    assert {"condition_occurrence", "drug_exposure"} <= set(chosen), chosen

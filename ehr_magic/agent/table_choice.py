@@ -61,7 +61,7 @@ from rapidfuzz import fuzz
 
 from ehr_magic.agent.recorded_values import recorded_vocabularies
 from ehr_magic.knowledge.drafting.naming import singular
-from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
+from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.linking.lookup import Vocabulary
@@ -92,6 +92,7 @@ _MAX_REFERRERS = 3  # a sure dictionary joined from this few brings them too: la
 _SURE = 2.0  # below this best score the choice is unsure: show more tables, in one line
 _UNSURE_TABLES = 6
 _PROSE_SHARE = 0.75  # of the word's weight: a word of a table's description only, not of its names
+_TABLE_NAME_SHARE = 0.5  # of the word's weight, more: a word of the table's own name says what its rows are
 _SHORTHAND_MEANINGS = 3  # a value must be said whole to count, so a wrong meaning of 'DC' adds little
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 _HIERARCHY_SCORE = _STRONG  # the question asks for a code with everything below it
@@ -151,16 +152,15 @@ _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 def shorthand_words(question: str) -> set[str]:
     """The words of what clinical shorthand in ``question`` stands for ('Hb' -> hemoglobin, 'HR'
-    -> heart rate), so a dictionary that spells the term out is found through its values. Only a
-    token written with a capital counts (Hb, K, COPD, Lasix), and a capitalised first word of a
-    sentence only when it is all capitals, so English words that are also abbreviations ('in',
-    'as', 'What') do not."""
+    -> heart rate, 'afib' -> atrial fibrillation), so a dictionary that spells the term out is found
+    through its values; only words written as shorthand count (``written_as_shorthand``), so English
+    words that are also abbreviations ('in', 'as', 'What', 'all') do not."""
     vocabulary = clinical_vocabulary()
     found: set[str] = set()
     for match in _TOKEN.finditer(question):
         token = match.group()
         initial = not question[:match.start()].strip() or question[:match.start()].rstrip()[-1] in ".?!:"
-        if not (token.isupper() or any(c.isupper() for c in token[1:]) or (token[0].isupper() and not initial)):
+        if token.lower() in _STOP or not written_as_shorthand(token, sentence_start=initial):
             continue
         for expansion in vocabulary.expand(token)[:_SHORTHAND_MEANINGS]:
             found.update(w for w in split_words(expansion) if len(w) >= 3 and w not in _STOP)
@@ -220,7 +220,7 @@ class TablePicker:
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
         self._documents = self._table_documents(knowledge)
         self._name_document = self._table_documents(knowledge, names_only=True)
-        self._name_words = {t: frozenset(identifier_words(t)) for t in self.tables}
+        self._name_words = {t: frozenset(identifier_words(t)) | spelled_out(t) for t in self.tables}
         # the words of each name (a word run together, 'labtestkey', is one): a question word is looked for
         # inside them, never across two ('codes' is not in revenue_code_source_value)
         self._names = {t: tuple({piece for n in (t, *self.ehr.columns(t))
@@ -281,6 +281,8 @@ class TablePicker:
             # 'length of stay', 'cardiology'), only perhaps
             scores[table] += sum(self._idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
                                  for w in said & document)
+            # 'procedure' names the rows of procedure_occurrence; of a table with a procedure column, a detail
+            scores[table] += _TABLE_NAME_SHARE * sum(self._idf[w] for w in said & self._name_words[table])
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
