@@ -233,6 +233,7 @@ class TablePicker:
                        for t, info in self._described.items()}
         joined_by = Counter(j for targets in self._joins.values() for j in targets)
         self._referrers = {t: tuple(r for r, targets in self._joins.items() if t in targets) for t in self.tables}
+        self._children = {t: frozenset(info.child_tables) for t, info in self._described.items()}
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._indexed: list[tuple[str, _ValueColumn]] | None = None
@@ -356,7 +357,9 @@ class TablePicker:
                         given = share if share < _STRONG_PARTNER_SHARE or events.get(table) or partner in referrers \
                             or same_module or self._is_dictionary(partner) else _PARTNER_SHARE
                         scores[partner] = max(scores[partner], given * score)
-                        if given == _STRONG_PARTNER_SHARE or same_module:
+                        # a table's parts (a visit's ward stays) are listed with it, described only if asked for
+                        child = partner in self._children.get(table, ()) and not events.get(table)
+                        if (given == _STRONG_PARTNER_SHARE or same_module) and not child:
                             sure[partner] = max(sure[partner], given * sure[table])
         if self._hierarchy:
             for table, share in self._hierarchy_coverage(spoken).items():

@@ -188,6 +188,20 @@ class TableInfo:
                 targets.append(match.group(1))
         return tuple(targets)
 
+    @property
+    def child_tables(self) -> tuple[str, ...]:
+        """The tables its joins name on its own key: each of their rows belongs to one of its rows
+        (a visit's parts, a note's extracted terms), so a question about it seldom needs them."""
+        if not self.key:
+            return ()
+        found: list[str] = []
+        for join in self.joins:
+            pair, target = _join_column(self.name, join), join_target(join)
+            if pair is not None and target is not None and pair[0].lower() == self.key.lower() \
+                    and target not in found:
+                found.append(target)
+        return tuple(found)
+
     def summary(self) -> str:
         """One line: ``name: row description``."""
         return f"{self.name}: {_join_sentences(self.row, self.description)}"
