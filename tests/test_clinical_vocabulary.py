@@ -37,10 +37,11 @@ def eicu(eicu_demo_db: Path):
 
 def test_packaged_vocabulary_is_versioned_data_with_ranked_meanings() -> None:
     vocabulary = clinical_vocabulary()
-    assert vocabulary.version == "2" and len(vocabulary) >= 300
+    assert vocabulary.version == "3" and len(vocabulary) >= 300
     assert vocabulary.expand("Hgb") == ("hemoglobin",)
     assert vocabulary.expand("k+") == ("potassium",)  # case and punctuation do not matter
     assert vocabulary.expand("Lasix") == ("furosemide",)
+    assert vocabulary.expand("DEXA")[0] == "bone density scan"  # version 3: common procedures
     arf = vocabulary.expand("ARF")  # ambiguous: both meanings, kidney first
     assert arf.index("acute renal failure") < arf.index("acute respiratory failure")
     assert all(a.exact_only for a in vocabulary.alternatives("hemoglobin"))  # none, or exact ones only
