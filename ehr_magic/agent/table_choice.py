@@ -234,6 +234,10 @@ class TablePicker:
         joined_by = Counter(j for targets in self._joins.values() for j in targets)
         self._referrers = {t: tuple(r for r, targets in self._joins.items() if t in targets) for t in self.tables}
         self._children = {t: frozenset(info.child_tables) for t, info in self._described.items()}
+        # the words a table's name shares with the table it is a part of ('visit' of visit_detail): they
+        # name the whole (visit_occurrence), not its parts
+        self._parent_words = {t: frozenset(w for p, children in self._children.items() if t in children
+                                           for w in self._name_words.get(p, ())) for t in self.tables}
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._indexed: list[tuple[str, _ValueColumn]] | None = None
@@ -283,7 +287,8 @@ class TablePicker:
             scores[table] += sum(self._idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
                                  for w in said & document)
             # 'procedure' names the rows of procedure_occurrence; of a table with a procedure column, a detail
-            scores[table] += _TABLE_NAME_SHARE * sum(self._idf[w] for w in said & self._name_words[table])
+            own_name = self._name_words[table] - self._parent_words[table]
+            scores[table] += _TABLE_NAME_SHARE * sum(self._idf[w] for w in said & own_name)
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
@@ -292,7 +297,7 @@ class TablePicker:
                 scores[table] += _NAMED_SCORE
             elif table in one_of or table.rstrip("s") in one_of:
                 scores[table] += _ONE_OF_SHARE * _NAMED_SCORE
-            elif table not in self.spine and kin & self._name_words[table]:
+            elif table not in self.spine and kin & own_name:
                 # named by another word of its group ('cost' for ChargeLine); not the spine, which most
                 # questions name in passing ('on their last hospital visit')
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
