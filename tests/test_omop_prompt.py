@@ -102,3 +102,10 @@ def test_a_tables_parts_are_listed_with_it_not_described_in_full(picker) -> None
         in_full = choice.tables[:choice.needed()]
         assert "visit_occurrence" in in_full and "visit_detail" not in in_full, choice.tables
         assert "visit_detail" in choice.tables  # still listed: a question may mean a ward stay
+
+
+def test_a_convention_lends_its_words_to_the_tables_it_names_not_to_quoted_values(picker) -> None:
+    # "Find ids by name, never guess them: ehr.concepts(text, domain=None, ...) ... 'Measurement',
+    # 'Observation'": quoted, those are domains, not the measurement and observation tables
+    scores = picker.choose("Should I never guess ids?").scores
+    assert "measurement" not in scores and "observation" not in scores, scores

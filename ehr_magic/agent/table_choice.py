@@ -148,6 +148,8 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+# in a convention, what names a value or an argument rather than a table ('Measurement', domain=None)
+_NOT_A_TABLE = re.compile(r"'[^']*'|\b\w+=")
 
 
 def shorthand_words(question: str) -> set[str]:
@@ -418,7 +420,7 @@ class TablePicker:
                 words.update(_content_words(self._other_tables(table).sub(" ", text)))
             documents[table] = words
         for rule in knowledge.conventions if knowledge and not names_only else ():
-            named = tables_in_code(self.tables, rule)
+            named = tables_in_code(self.tables, _NOT_A_TABLE.sub(" ", rule))
             for table in named:
                 documents[table].update(_content_words(rule))
         return {t: frozenset(w) for t, w in documents.items()}
