@@ -38,7 +38,7 @@ signals, all read from the dataset's own knowledge and data, none written per sc
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first. Those the question needs in full
-score half the best, or are as sure as a whole stored value said (two tables each named by a
+score two fifths of the best, or are as sure as a whole stored value said (two tables each named by a
 value are both needed, however many words point at one of them); the prompt budget
 (``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
 other table still appears in the one-line index of the system prompt, and the model
@@ -71,7 +71,7 @@ from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, PREFIX_LENGTH, normalise, 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
 
 THRESHOLD = 1.0
-FULL_SHARE = 0.5  # of the best score: a table the question needs in full, not only in a line
+FULL_SHARE = 0.4  # of the best score: a table the question needs in full, not only in a line
 MAX_FULL = 5
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium', 'urea nitrogen'); a part, a share
@@ -204,7 +204,7 @@ class TableChoice:
 
     def needed(self) -> int:
         """How many of the first ``tables`` to describe in full: those the question needs (each as
-        sure as half the best, or as a whole stored value, at most ``MAX_FULL``), and then the spine
+        sure as two fifths of the best, or as a whole stored value, at most ``MAX_FULL``), and then the spine
         when it was chosen only as such (ranked right after them): most questions count or join
         through it (patients, admissions, visits), so it is described too, and the window's budget
         decides whether it fits."""
