@@ -73,6 +73,7 @@ SECTIONS = {
     "Tables for this question:": "tables in full",
     "No table was matched": "tables in full",
     "Maybe needed too": "tables in one line",
+    "Conventions of the dataset for these tables:": "conventions",
     "Solved examples from this database:": "examples",
     "Now the new question.": "question",
     "Verified clinical skills": "skills",

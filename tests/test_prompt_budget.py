@@ -11,7 +11,7 @@ import pytest
 import ehr_magic
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
-from ehr_magic.agent.budget import PromptTooLongError, reply_reserve, tables_within
+from ehr_magic.agent.budget import SYSTEM_SHARE, PromptTooLongError, reply_reserve, system_form, tables_within
 from ehr_magic.agent.context import index_columns, shared_columns
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
@@ -138,17 +138,53 @@ def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> No
     assert all(f"\n- {t}: " in user for t in brief)
 
 
+def test_the_system_message_gives_up_the_index_columns_then_the_table_conventions() -> None:
+    def tokens(columns: bool, conventions: bool) -> int:  # index columns 400, table conventions 800
+        return 1000 + 400 * columns + 800 * conventions
+
+    assert system_form(tokens, int(2200 / SYSTEM_SHARE)) == (True, True)
+    assert system_form(tokens, int(1800 / SYSTEM_SHARE)) == (False, True)
+    assert system_form(tokens, int(1400 / SYSTEM_SHARE)) == (True, False)  # the columns come back
+    assert system_form(tokens, int(1200 / SYSTEM_SHARE)) == (False, False)
+
+
+def test_a_4k_window_moves_the_conventions_of_tables_to_the_questions_that_show_them(ehr) -> None:
+    small, big = ContextWindow(4096, "test"), ContextWindow(8192, "test")
+    question = "What was the last heart rate of patient 10021487 today?"
+    prompt = agent_on(ehr, shots=4).prompt(question, window=small)
+    system, user = prompt.messages[0]["content"], prompt.messages[1]["content"]
+    assert "Vital signs are chartevents rows" not in system and "Vital signs are chartevents rows" in user
+    assert "Conventions of the dataset for these tables:" in user
+    assert "Now is 2100-12-31" in system  # a convention that names no table stays for every question
+    assert "Costs - each cost row" not in user  # no cost table in full: not its convention either
+    other = agent_on(ehr, shots=4).prompt(POTASSIUM, window=small)
+    assert other.messages[0]["content"] == system  # one system message for every question
+    assert "Lab tests are labevents rows" in other.messages[1]["content"]
+    # without it, the system message took most of the window and left room for fewer tables in full
+    assert prompt.layout.tables >= 3, prompt.tables
+    wide = agent_on(ehr, shots=4).prompt(question, window=big)  # a window with room keeps them all in the system
+    assert "Vital signs are chartevents rows" in wide.messages[0]["content"]
+    assert "Conventions of the dataset" not in wide.messages[1]["content"]
+
+
 def test_a_4k_prompt_says_each_join_once(ehr) -> None:
     prompt = agent_on(ehr, shots=4).prompt(POTASSIUM, window=ContextWindow(4096, "test"))
     user = prompt.messages[1]["content"]
     assert {"d_labitems", "labevents"} <= set(prompt.tables)
     # d_labitems says it joins labevents; labevents's line does not say it again
     assert user.count("labevents ON itemid") + user.count("d_labitems ON itemid") == 1
-    # labevents -> admissions ON hadm_id: said by one of the two lines, whichever comes first
-    lines = {line[2:].split(":")[0]: line for line in user.splitlines() if line.startswith("- ")}
-    said = [t for t, other in (("labevents", "admissions"), ("admissions", "labevents"))
-            if t in lines and other in lines[t].split("Joins:")[-1]]
-    assert len(said) == 1, said
+    # labevents -> admissions ON hadm_id: said by one of the two tables (in full or in a line), whichever comes first
+    joins = {}
+    for block in user.split("\n\n"):
+        for line in block.splitlines():
+            name = line[3:] if line.startswith("## ") else line[2:] if line.startswith("- ") else ""
+            table = name.split(" ")[0].split(":")[0]
+            if table in ("labevents", "admissions") and (line.startswith("## ") or "Joins:" in line):
+                said_in = [x for x in block.splitlines() if x.startswith("joins: ")] if line.startswith("## ") \
+                    else [line.split("Joins:")[-1]]
+                joins[table] = " ".join(said_in)
+    said = [t for t, other in (("labevents", "admissions"), ("admissions", "labevents")) if other in joins.get(t, "")]
+    assert len(said) == 1, (said, joins)
     assert user.count(" ON hadm_id") <= 2  # the spine's joins on hadm_id, said once for all their tables
 
 

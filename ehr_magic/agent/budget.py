@@ -3,7 +3,9 @@
 The system message depends on the database and the window only, never on the question, so
 that a provider's prompt cache (or a local server's KV cache) reuses it for every question:
 it indexes every table with its column names, or, when that index would take more than
-``SYSTEM_SHARE`` of the window, with the table names alone (``index_form``).
+``SYSTEM_SHARE`` of the window, with the table names alone; when even that is too long (a
+dataset with pages of conventions in a small window), the conventions that speak of a table go
+with the question that shows it instead (``system_form``).
 
 The question's message is laid out in full (the chosen tables described, best first, within
 ``SCHEMA_SHARE`` of the window, and the chosen tables past that share in one line each, every
@@ -34,7 +36,7 @@ from ehr_magic.llm.errors import LLMContextError
 from ehr_magic.llm.tokens import estimate_prompt_tokens
 from ehr_magic.llm.window import ContextWindow
 
-__all__ = ["Layout", "PromptTooLongError", "fit", "index_form", "reply_reserve", "tables_within", "trim_steps"]
+__all__ = ["Layout", "PromptTooLongError", "fit", "reply_reserve", "system_form", "tables_within", "trim_steps"]
 
 _HISTORY_STEPS = (600, 300, 0)  # conversation token budgets tried after the full one
 
@@ -54,6 +56,7 @@ class Layout:
     full_index: bool = False  # each table's row and description too in the system index (not used to fit)
     index_columns: bool = True  # each table's column names in the system index; else table names only
     brief: int = 0  # how many of the next chosen tables get one line each (column names, joins)
+    all_conventions: bool = True  # every convention in the system message; else those of a table with the question
 
 
 Messages = list[dict[str, str]]
@@ -63,10 +66,18 @@ SCHEMA_SHARE = 0.35  # of the window, at most, for the chosen tables' descriptio
 SYSTEM_SHARE = 0.4  # of the window, at most, for a system message whose index names every column
 
 
-def index_form(system_tokens: Callable[[bool], int], window: int) -> bool:
-    """Whether the system index names each table's columns (else only the tables) in ``window``:
-    decided per database and window, never per question, so the system message stays the same."""
-    return system_tokens(True) <= SYSTEM_SHARE * window
+def system_form(system_tokens: Callable[[bool, bool], int], window: int) -> tuple[bool, bool]:
+    """``(index_columns, all_conventions)`` for ``window``: whether the system index names each
+    table's columns (else only the tables) and holds every convention (else only those that speak
+    of no table), given ``system_tokens(index_columns, all_conventions)``. Decided per database
+    and window, never per question, so the system message stays the same: the columns go first,
+    and the conventions move to the questions only when even the bare index leaves no room."""
+    share = SYSTEM_SHARE * window
+    if system_tokens(True, True) <= share:
+        return True, True
+    if system_tokens(False, True) <= share:
+        return False, True
+    return system_tokens(True, False) <= share, False
 
 MIN_FULL = 4  # the best tables described in full, when they fit the share, before any more in one line
 

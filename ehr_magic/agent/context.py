@@ -18,16 +18,30 @@ from ehr_magic.runtime.executor import SHOWN_ROWS, ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
-def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True) -> str:
+def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True, conventions: bool = True) -> str:
     """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
     every table: its column names (with ``full_index``, its row and description too; with
-    ``columns`` false, for the smallest windows, only the table names)."""
+    ``columns`` false, for the smallest windows, only the table names). With ``conventions``
+    false, only the conventions that speak of no table: the others go with the question that
+    shows their tables (``question_conventions``)."""
     return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index, columns,
-                              ehr.stored_knowledge)
+                              conventions, ehr.stored_knowledge)
+
+
+def question_conventions(ehr: Any, shown: Collection[str], question: str) -> str:
+    """The conventions that a system prompt without them leaves to the question: those that speak
+    of a table shown with it, or say a word of the question few others say, as bullets."""
+    knowledge = ehr.knowledge
+    if knowledge is None:
+        return ""
+    tables = ehr.tables()
+    chosen = table_choice.conventions_for(tables, shown, question, knowledge.conventions,
+                                          {t: ehr.columns(t) for t in tables})
+    return "\n".join(f"- {rule}" for rule in chosen)
 
 
 @lru_cache(maxsize=16)
-def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, columns: bool,
+def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, columns: bool, all_conventions: bool,
                        stored_knowledge: str | None) -> str:
     from ehr_magic.db import connect
 
@@ -37,7 +51,9 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, colum
         knowledge = ehr.knowledge
         if knowledge is not None:
             introduction = knowledge.introduction.strip()
-            conventions = "\n".join(f"- {c}" for c in knowledge.conventions)
+            tables = ehr.tables()
+            conventions = "\n".join(f"- {c}" for c in knowledge.conventions
+                                    if all_conventions or not table_choice.convention_tables(tables, c))
         else:
             introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
             conventions = ""
@@ -176,11 +192,13 @@ def _rows(value: StoredValue) -> str:
 
 
 def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "",
-                     tables: str = "", values: str = "") -> str:
+                     tables: str = "", values: str = "", conventions: str = "") -> str:
     # say only what is true: with no table matched, the model chooses from the index itself
     tables_block = f"Tables for this question:\n{tables.strip()}\n\n" if tables.strip() else (
         "No table was matched to this question: choose from the table index, and look at a table with "
         "ehr.describe(table) before you rely on its columns.\n\n")
+    if conventions.strip():
+        tables_block += f"Conventions of the dataset for these tables:\n{conventions.strip()}\n\n"
     shown = "".join(prompts.render("example", question=e.question, knowledge=e.knowledge.strip() or "-",
                                    code=e.code.strip()) for e in examples)
     if shown:

@@ -388,23 +388,28 @@ class Agent:
 
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
-                                                                        columns=layout.index_columns)}
+                                                                        columns=layout.index_columns,
+                                                                        conventions=layout.all_conventions)}
             lines = choice.tables[layout.tables:layout.tables + layout.brief]
+            # the conventions a system message without them leaves to the question: its full tables' own
+            conventions = "" if layout.all_conventions else context.question_conventions(
+                self.ehr, choice.tables[:layout.tables], question)
             # the spine's line first: most tables join it, so it says their common joins once
             lines = sorted(lines, key=lambda t: t not in self.table_picker.spine)
             tables = context.table_details(self.ehr, choice.tables[:layout.tables], lines,
                                            brief_columns=not layout.index_columns)
             text = context.question_message(question, shots[:layout.examples], knowledge,
-                                            skills_text if layout.skills else "", tables=tables, values=linked)
+                                            skills_text if layout.skills else "", tables=tables, values=linked,
+                                            conventions=conventions)
             if conversation is not None:  # earlier turns and notebook variables
                 fitted = conversation if layout.history_tokens is None else \
                     dataclasses.replace(conversation, budget_tokens=layout.history_tokens)
                 text = fitted.render() + "\n" + text
             return [system, _user(text)]
 
-        columns = budget.index_form(
-            lambda with_columns: estimate_tokens(context.system_prompt(self.ehr, full_index=False,
-                                                                       columns=with_columns)), window.tokens)
+        columns, all_conventions = budget.system_form(
+            lambda with_columns, conventions: estimate_tokens(context.system_prompt(
+                self.ehr, full_index=False, columns=with_columns, conventions=conventions)), window.tokens)
         full_sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
         brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t], brief_columns=not columns))
                        for t in choice.tables]
@@ -412,7 +417,7 @@ class Agent:
         needed = min(described, choice.needed())  # the rest in one line each: the index has their columns
         described, brief = needed, brief + described - needed
         full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text),
-                             index_columns=columns)
+                             index_columns=columns, all_conventions=all_conventions)
         layout, messages = budget.fit(full, render, window)
         return Prompt(messages, layout, window, list(choice.tables[:layout.tables + layout.brief]),
                       list(shots[:layout.examples]), render, linked)

@@ -68,7 +68,7 @@ from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.memory.similarity import default_tokens
 from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, PREFIX_LENGTH, normalise, prefix_stem, split_words
 
-__all__ = ["TableChoice", "TablePicker", "THRESHOLD", "tables_in_code"]
+__all__ = ["TableChoice", "TablePicker", "THRESHOLD", "convention_tables", "conventions_for", "tables_in_code"]
 
 THRESHOLD = 1.0
 FULL_SHARE = 0.4  # of the best score: a table the question needs in full, not only in a line
@@ -190,6 +190,37 @@ def tables_in_code(tables: Iterable[str], code: str) -> list[str]:
     """The tables (of ``tables``) that ``code`` names."""
     words = set(_IDENTIFIER.findall(code.lower()))
     return [t for t in tables if t in words]
+
+
+_OWN_COLUMN_TABLES = 2  # a column name found in at most this many tables says which table a text speaks of
+_RARE_IN_CONVENTIONS = 2  # a question word said by at most this many conventions brings them
+
+
+def convention_tables(tables: Sequence[str], rule: str) -> list[str]:
+    """The tables a convention of the knowledge names: as tables, not inside a quoted value or as a
+    keyword argument ('Measurement', domain=None). A convention naming none is a general one."""
+    return tables_in_code(tables, _NOT_A_TABLE.sub(" ", rule))
+
+
+def conventions_for(tables: Sequence[str], shown: Collection[str], question: str, conventions: Sequence[str],
+                    columns: Mapping[str, Iterable[str]]) -> list[str]:
+    """The conventions that name a table (``convention_tables``) and speak of one of the ``shown``
+    tables, by its name or by a column name of its own ('spec_type_desc': the microbiology table;
+    a name with an underscore that few tables have), or say a word of the question that few
+    conventions say ('survival', 'intake'); in their order."""
+    specific = [rule for rule in conventions if convention_tables(tables, rule)]
+    holders = Counter(str(c).lower() for t in tables for c in columns.get(t, ()))
+    own = {t: {str(c).lower() for c in columns.get(t, ()) if "_" in str(c) and holders[str(c).lower()] <= _OWN_COLUMN_TABLES}
+           for t in shown}
+    said = set(_content_words(question))
+    counts = Counter(w for rule in specific for w in set(_content_words(rule)))
+
+    def speaks_of_shown(rule: str) -> bool:
+        words = set(_IDENTIFIER.findall(_NOT_A_TABLE.sub(" ", rule).lower()))
+        return bool(set(convention_tables(tables, rule)) & set(shown)) or any(own[t] & words for t in shown)
+
+    return [rule for rule in specific if speaks_of_shown(rule)
+            or any(counts[w] <= _RARE_IN_CONVENTIONS for w in said & set(_content_words(rule)))]
 
 
 @dataclass(frozen=True)
@@ -420,7 +451,7 @@ class TablePicker:
                 words.update(_content_words(self._other_tables(table).sub(" ", text)))
             documents[table] = words
         for rule in knowledge.conventions if knowledge and not names_only else ():
-            named = tables_in_code(self.tables, _NOT_A_TABLE.sub(" ", rule))
+            named = convention_tables(self.tables, rule)
             for table in named:
                 documents[table].update(_content_words(rule))
         return {t: frozenset(w) for t, w in documents.items()}

@@ -319,7 +319,8 @@ class Knowledge:
         return dataclasses.replace(
             info, columns={c: text for c, text in info.columns.items() if has(c)},
             vocabulary=tuple(c for c in info.vocabulary if has(c)),
-            key=info.key if info.key is None or has(info.key) else None)
+            key=info.key if info.key is None or has(info.key) else None,
+            confirmed=tuple(s for s in info.confirmed if not s.startswith("columns.") or has(s[len("columns."):])))
 
     def aligned_to(self, columns: Mapping[str, Mapping[str, str]]) -> Knowledge:
         """A copy naming tables and columns as the database spells them, matched case-insensitively
