@@ -210,8 +210,8 @@ def conventions_for(tables: Sequence[str], shown: Collection[str], question: str
     conventions say ('survival', 'intake'); in their order."""
     specific = [rule for rule in conventions if convention_tables(tables, rule)]
     holders = Counter(str(c).lower() for t in tables for c in columns.get(t, ()))
-    own = {t: {str(c).lower() for c in columns.get(t, ()) if "_" in str(c) and holders[str(c).lower()] <= _OWN_COLUMN_TABLES}
-           for t in shown}
+    own = {t: {str(c).lower() for c in columns.get(t, ())
+               if "_" in str(c) and holders[str(c).lower()] <= _OWN_COLUMN_TABLES} for t in shown}
     said = set(_content_words(question))
     counts = Counter(w for rule in specific for w in set(_content_words(rule)))
 
