@@ -10,7 +10,7 @@ the knowledge is drafted from the data only, prints on train and on valid:
 - the stricter share whose gold tables are all described in full ("full"): a small model
   is far surer of a table whose column meanings it was shown than of a one-line entry;
 - how many first prompts describe no table in full;
-- with --misses, each question whose gold tables are not all listed, with the tables the
+- with --misses, each question whose gold tables are not all described in full, with the tables the
   prompt holds (tune on train misses only; --split picks the split).
 
 and once per copy, the drafted joins against the true foreign keys of tables.json:
@@ -202,7 +202,7 @@ def renamed_copy(style: str, copies: Path, work: Path, limit: int, splits: tuple
             texts = {i.id: i.question for i in load_split(EHRSQL, split)}
             gold = truth["questions"][split]
             questions = sample([(texts[q], {t.lower() for t in g["tables"]}) for q, g in gold.items()], limit)
-            print(f"  {split:<5} ({len(questions)} questions): {coverage(ehr, questions, misses)}")
+            print(f"  {split:<5} ({len(questions)} questions): {coverage(ehr, questions, misses, miss_in_full=True)}")
 
 
 def demo_joins(name: str, folder: Path, schema: str, work: Path) -> None:
@@ -247,7 +247,7 @@ def main() -> None:
     parser.add_argument("--split", choices=renamed.SPLITS, help="only this split (the home schema: valid unless "
                         "this says train)")
     parser.add_argument("--misses", type=int, choices=[w // 1024 for w in WINDOWS], default=0,
-                        help="print the questions whose gold tables are not all in the prompt at this window (k)")
+                        help="print the questions whose gold tables are not all described in full at this window (k)")
     args = parser.parse_args()
     splits = (args.split,) if args.split else renamed.SPLITS
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,6 +42,8 @@ def test_packaged_vocabulary_is_versioned_data_with_ranked_meanings() -> None:
     assert vocabulary.expand("k+") == ("potassium",)  # case and punctuation do not matter
     assert vocabulary.expand("Lasix") == ("furosemide",)
     assert vocabulary.expand("DEXA")[0] == "bone density scan"  # version 3: common procedures
+    assert vocabulary.expand("statins")[0] == "hmg coa reductase inhibitors"  # ... and drug classes
+    assert (vocabulary.kind("Lasix"), vocabulary.kind("copd"), vocabulary.kind("zzqx")) == ("drug", "dx", None)
     arf = vocabulary.expand("ARF")  # ambiguous: both meanings, kidney first
     assert arf.index("acute renal failure") < arf.index("acute respiratory failure")
     assert all(a.exact_only for a in vocabulary.alternatives("hemoglobin"))  # none, or exact ones only

@@ -109,3 +109,10 @@ def test_a_convention_lends_its_words_to_the_tables_it_names_not_to_quoted_value
     # 'Observation'": quoted, those are domains, not the measurement and observation tables
     scores = picker.choose("Should I never guess ids?").scores
     assert "measurement" not in scores and "observation" not in scores, scores
+
+
+def test_a_drug_class_said_by_name_brings_the_drug_records(picker) -> None:
+    # 'statins' is a drug in the clinical vocabulary: the table of drug records, and the hierarchy for a class
+    for question in ("How many women have used any statins?", "statins by sex?"):
+        choice = picker.choose(question)
+        assert {"drug_exposure", "concept_ancestor"} <= set(choice.tables[:choice.needed()]), (question, choice.tables)

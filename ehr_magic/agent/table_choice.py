@@ -169,6 +169,25 @@ def shorthand_words(question: str) -> set[str]:
     return found
 
 
+# the word of schema_words.txt naming the kind of table that records each kind of clinical term
+_KIND_WORDS = {"drug": "drug", "dx": "diagnosis"}
+
+
+def shorthand_kinds(question: str) -> set[str]:
+    """The stems of the words naming the tables that record the clinical terms ``question`` writes
+    as shorthand or by name ('statins', 'Lasix': drug; 'COPD': diagnosis), from each term's kind in
+    the clinical vocabulary."""
+    vocabulary = clinical_vocabulary()
+    found: set[str] = set()
+    for match in _TOKEN.finditer(question):
+        token = match.group()
+        initial = not question[:match.start()].strip() or question[:match.start()].rstrip()[-1] in ".?!:"
+        kind = vocabulary.kind(token)
+        if kind in _KIND_WORDS and token.lower() not in _STOP and written_as_shorthand(token, sentence_start=initial):
+            found.add(prefix_stem(_KIND_WORDS[kind]))
+    return found
+
+
 def _value_words(texts: str | Sequence[str]) -> set[str]:
     """The words a stored value may be said with: each word of ``texts`` (the question, and the
     stored values linking found for its terms) as written and in the singular ('removals' says
@@ -312,6 +331,9 @@ class TablePicker:
         # a table named by another word of a question word's group ('diagnoses' for condition_occurrence),
         # even where the word itself is used in some table's prose
         kin = {s for w in said for s in _synonyms().get(w, ())} - said
+        # the kind of table that records the clinical terms it says ('statins': a drug table)
+        kinds = shorthand_kinds(question)
+        kinds = ({s for w in kinds for s in _synonyms().get(w, ())} | kinds) - said - kin
         related |= {w for token in re.findall(r"\b[A-Z][A-Z0-9]+\b", question)  # 'ICU', 'DX' as written
                     if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - said
         for table, document in self._documents.items():
@@ -334,6 +356,9 @@ class TablePicker:
                 # named by another word of its group ('cost' for ChargeLine); not the spine, which most
                 # questions name in passing ('on their last hospital visit')
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
+            elif table not in self.spine and kinds & own_name:
+                # at least as sure as a table named by a word of its group, never surer than its evidence
+                scores[table] = max(scores[table], _SYNONYM_SHARE * _NAMED_SCORE)
         # value linking, when given, has weighed the question's words against the stored values already
         # (a word inside a longer term it found counts for that term only); the names of the codes a table
         # records are weighed here, against the question and what its terms were found to mean ('afib')

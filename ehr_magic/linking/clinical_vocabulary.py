@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ehr_magic.text import normalise
 from ehr_magic.errors import EhrMagicError
@@ -50,9 +50,14 @@ class ClinicalVocabulary:
     version: str
     expansions: dict[str, tuple[str, ...]]  # term key -> expansions, best first
     terms: dict[str, tuple[str, ...]]  # expansion key -> the terms it expands
+    kinds: dict[str, str] = field(default_factory=dict)  # term key -> lab, vital, drug, dx, proc, unit or other
 
     def __len__(self) -> int:
         return len(self.expansions)
+
+    def kind(self, text: str) -> str | None:
+        """What ``text`` names if it is a known term ('drug' for 'Lasix', 'dx' for 'COPD'); None otherwise."""
+        return self.kinds.get(_key(text))
 
     def expand(self, text: str) -> tuple[str, ...]:
         """The expansions of ``text`` if it is a known term, best first; () otherwise."""
@@ -84,6 +89,7 @@ def parse(text: str, *, source: str) -> ClinicalVocabulary:
     """A vocabulary from the TSV format of the packaged file; ``EhrMagicError`` names a bad line."""
     version = ""
     expansions: dict[str, list[str]] = {}
+    kinds: dict[str, str] = {}
     header_seen = False
     for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("#"):
@@ -100,6 +106,7 @@ def parse(text: str, *, source: str) -> ClinicalVocabulary:
             raise EhrMagicError(f"{source}, line {number}: expected term, kind and expansions separated by tabs.")
         # Terms equal up to case and punctuation ('Ca', 'Ca++') share one entry, first line first.
         entry = expansions.setdefault(_key(fields[0]), [])
+        kinds.setdefault(_key(fields[0]), fields[1].strip().lower())
         for expansion in fields[2].split(_SEPARATOR):
             normalised = normalise(expansion)
             if normalised and normalised not in entry:
@@ -111,7 +118,7 @@ def parse(text: str, *, source: str) -> ClinicalVocabulary:
         for expansion in spelled:
             terms.setdefault(expansion.replace(" ", ""), []).append(term)
     return ClinicalVocabulary(version, {t: tuple(e) for t, e in expansions.items()},
-                              {e: tuple(t) for e, t in terms.items()})
+                              {e: tuple(t) for e, t in terms.items()}, kinds)
 
 
 @functools.cache
