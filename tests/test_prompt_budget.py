@@ -148,6 +148,24 @@ def test_the_system_message_gives_up_the_index_columns_then_the_table_convention
     assert system_form(tokens, int(1200 / SYSTEM_SHARE)) == (False, False)
 
 
+def test_the_conventions_of_a_question_are_those_of_its_tables_and_of_its_rare_words() -> None:
+    from ehr_magic.agent.table_choice import conventions_for
+
+    tables = ["inputevents", "cost", "microbiologyevents", "transfers"]
+    columns = {"inputevents": ["row_id", "totalamount"], "cost": ["row_id", "cost"],
+               "microbiologyevents": ["row_id", "spec_type_desc"], "transfers": ["row_id", "careunit"]}
+    rules = ["Now is 2100-12-31.", "Intake means inputevents (volume in totalamount).",
+             "Costs - each cost row prices one event.",
+             "Microbiology - spec_type_desc is the specimen; care units are transfers.careunit."]
+    assert conventions_for(tables, {"inputevents"}, "How much?", rules, columns) == [rules[1]]
+    assert conventions_for(tables, {"cost"}, "How much?", rules, columns) == [rules[2]]
+    # named by a column of its own (the rule names only transfers as a table)
+    assert conventions_for(tables, {"microbiologyevents"}, "Which organism?", rules, columns) == [rules[3]]
+    # no table shown, but the question says a word only one convention says
+    assert conventions_for(tables, set(), "What was the total intake yesterday?", rules, columns) == [rules[1]]
+    assert rules[0] not in conventions_for(tables, set(tables), "Now?", rules, columns)  # general: in the system
+
+
 def test_a_4k_window_moves_the_conventions_of_tables_to_the_questions_that_show_them(ehr) -> None:
     small, big = ContextWindow(4096, "test"), ContextWindow(8192, "test")
     question = "What was the last heart rate of patient 10021487 today?"
