@@ -120,6 +120,9 @@ def test_the_schema_share_holds_the_chosen_tables_in_a_line_and_the_best_few_in_
     assert tables_within([300] * 5, [100] * 5, 2000) == (2, 1)
     assert tables_within(full, [400, 400, 400], 2000) == (1, 0)  # lines that do not fit are dropped, worst first
     assert tables_within([], [], 2000) == (0, 0)
+    # the tables a question needs in full come before the less likely ones in a line
+    assert tables_within([150] * 6, [60] * 6, 2200) == (4, 2)
+    assert tables_within([150] * 6, [60] * 6, 2200, needed=5) == (5, 0)
 
 
 def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> None:

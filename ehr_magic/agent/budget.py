@@ -82,11 +82,13 @@ def system_form(system_tokens: Callable[[bool, bool], int], window: int) -> tupl
 MIN_FULL = 4  # the best tables described in full, when they fit the share, before any more in one line
 
 
-def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int) -> tuple[int, int]:
+def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int,
+                  needed: int = MIN_FULL) -> tuple[int, int]:
     """How many of the chosen tables (best first) to describe in full and how many more in one
     line each, within the schema's share of the window: first as many tables as fit in one
     line, then the best of them in full while that still fits, the last one-line tables giving
-    way until ``MIN_FULL`` are in full; at least one table in full."""
+    way until ``MIN_FULL`` are in full, or the ``needed`` ones (those the question needs in full,
+    ``TableChoice.needed``); at least one table in full."""
     share = SCHEMA_SHARE * window
     kept = len(brief_tokens)
     while kept > 1 and sum(brief_tokens[:kept]) > share:
@@ -97,8 +99,8 @@ def tables_within(full_tokens: list[int], brief_tokens: list[int], window: int) 
         if total - brief_tokens[full] + full_tokens[full] <= share:
             total += full_tokens[full] - brief_tokens[full]
             full += 1
-        elif full < MIN_FULL and kept > full + 1:
-            # the best few tables in full come before more tables in one line (wide tables: OMOP's)
+        elif full < max(MIN_FULL, needed) and kept > full + 1:
+            # the tables needed in full come before less likely ones in one line (wide tables: OMOP's)
             kept -= 1
             total -= brief_tokens[kept]
         else:

@@ -413,7 +413,7 @@ class Agent:
         full_sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
         brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t], brief_columns=not columns))
                        for t in choice.tables]
-        described, brief = budget.tables_within(full_sizes, brief_sizes, window.tokens)
+        described, brief = budget.tables_within(full_sizes, brief_sizes, window.tokens, choice.needed())
         needed = min(described, choice.needed())  # the rest in one line each: the index has their columns
         described, brief = needed, brief + described - needed
         full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text),
