@@ -357,7 +357,7 @@ class TablePicker:
                 # questions name in passing ('on their last hospital visit')
                 scores[table] += _SYNONYM_SHARE * _NAMED_SCORE
             elif table not in self.spine and kinds & own_name:
-                # at least as sure as a table named by a word of its group, never surer than its evidence
+                # a floor, not a bonus: as likely as a table named by a synonym, no more where words say more
                 scores[table] = max(scores[table], _SYNONYM_SHARE * _NAMED_SCORE)
         # value linking, when given, has weighed the question's words against the stored values already
         # (a word inside a longer term it found counts for that term only); the names of the codes a table
