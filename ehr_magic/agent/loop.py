@@ -9,6 +9,7 @@ returns an ``AgentResult``; front ends (CLI, magic, panel, eval) render them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -386,14 +387,17 @@ class Agent:
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
 
+        @functools.lru_cache(maxsize=None)  # the fit renders the same tables several times
+        def conventions_of(shown: tuple[str, ...]) -> str:
+            return context.question_conventions(self.ehr, shown, question)
+
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
                                                                         columns=layout.index_columns,
                                                                         conventions=layout.all_conventions)}
             lines = choice.tables[layout.tables:layout.tables + layout.brief]
             # the conventions a system message without them leaves to the question: its full tables' own
-            conventions = "" if layout.all_conventions else context.question_conventions(
-                self.ehr, choice.tables[:layout.tables], question)
+            conventions = "" if layout.all_conventions else conventions_of(choice.tables[:layout.tables])
             # the spine's line first: most tables join it, so it says their common joins once
             lines = sorted(lines, key=lambda t: t not in self.table_picker.spine)
             tables = context.table_details(self.ehr, choice.tables[:layout.tables], lines,

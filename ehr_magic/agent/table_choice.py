@@ -152,21 +152,25 @@ _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _NOT_A_TABLE = re.compile(r"'[^']*'|\b\w+=")
 
 
-def shorthand_words(question: str) -> set[str]:
-    """The words of what clinical shorthand in ``question`` stands for ('Hb' -> hemoglobin, 'HR'
-    -> heart rate, 'afib' -> atrial fibrillation), so a dictionary that spells the term out is found
-    through its values; only words written as shorthand count (``written_as_shorthand``), so English
-    words that are also abbreviations ('in', 'as', 'What', 'all') do not."""
-    vocabulary = clinical_vocabulary()
-    found: set[str] = set()
+def _shorthand_tokens(question: str) -> list[str]:
+    """The words of ``question`` written as clinical shorthand (``written_as_shorthand``), so English
+    words that are also abbreviations ('in', 'as', 'What', 'all') are not."""
+    found = []
     for match in _TOKEN.finditer(question):
         token = match.group()
         initial = not question[:match.start()].strip() or question[:match.start()].rstrip()[-1] in ".?!:"
-        if token.lower() in _STOP or not written_as_shorthand(token, sentence_start=initial):
-            continue
-        for expansion in vocabulary.expand(token)[:_SHORTHAND_MEANINGS]:
-            found.update(w for w in split_words(expansion) if len(w) >= 3 and w not in _STOP)
+        if token.lower() not in _STOP and written_as_shorthand(token, sentence_start=initial):
+            found.append(token)
     return found
+
+
+def shorthand_words(question: str) -> set[str]:
+    """The words of what clinical shorthand in ``question`` stands for ('Hb' -> hemoglobin, 'HR'
+    -> heart rate, 'afib' -> atrial fibrillation), so a dictionary that spells the term out is found
+    through its values."""
+    vocabulary = clinical_vocabulary()
+    return {w for token in _shorthand_tokens(question) for expansion in vocabulary.expand(token)[:_SHORTHAND_MEANINGS]
+            for w in split_words(expansion) if len(w) >= 3 and w not in _STOP}
 
 
 # the word of schema_words.txt naming the kind of table that records each kind of clinical term
@@ -177,15 +181,8 @@ def shorthand_kinds(question: str) -> set[str]:
     """The stems of the words naming the tables that record the clinical terms ``question`` writes
     as shorthand or by name ('statins', 'Lasix': drug; 'COPD': diagnosis), from each term's kind in
     the clinical vocabulary."""
-    vocabulary = clinical_vocabulary()
-    found: set[str] = set()
-    for match in _TOKEN.finditer(question):
-        token = match.group()
-        initial = not question[:match.start()].strip() or question[:match.start()].rstrip()[-1] in ".?!:"
-        kind = vocabulary.kind(token)
-        if kind in _KIND_WORDS and token.lower() not in _STOP and written_as_shorthand(token, sentence_start=initial):
-            found.add(prefix_stem(_KIND_WORDS[kind]))
-    return found
+    kinds = (clinical_vocabulary().kind(token) for token in _shorthand_tokens(question))
+    return {prefix_stem(_KIND_WORDS[kind]) for kind in kinds if kind in _KIND_WORDS}
 
 
 def _value_words(texts: str | Sequence[str]) -> set[str]:
@@ -227,18 +224,18 @@ def conventions_for(tables: Sequence[str], shown: Collection[str], question: str
     tables, by its name or by a column name of its own ('spec_type_desc': the microbiology table;
     a name with an underscore that few tables have), or say a word of the question that few
     conventions say ('survival', 'intake'); in their order."""
-    specific = [rule for rule in conventions if convention_tables(tables, rule)]
+    named = {rule: set(found) for rule in conventions if (found := convention_tables(tables, rule))}
     holders = Counter(str(c).lower() for t in tables for c in columns.get(t, ()))
-    own = {t: {str(c).lower() for c in columns.get(t, ())
-               if "_" in str(c) and holders[str(c).lower()] <= _OWN_COLUMN_TABLES} for t in shown}
+    own = {str(c).lower() for t in shown for c in columns.get(t, ())
+           if "_" in str(c) and holders[str(c).lower()] <= _OWN_COLUMN_TABLES}
     said = set(_content_words(question))
-    counts = Counter(w for rule in specific for w in set(_content_words(rule)))
+    counts = Counter(w for rule in named for w in set(_content_words(rule)))
 
     def speaks_of_shown(rule: str) -> bool:
         words = set(_IDENTIFIER.findall(_NOT_A_TABLE.sub(" ", rule).lower()))
-        return bool(set(convention_tables(tables, rule)) & set(shown)) or any(own[t] & words for t in shown)
+        return bool(named[rule] & set(shown) or own & words)
 
-    return [rule for rule in specific if speaks_of_shown(rule)
+    return [rule for rule in named if speaks_of_shown(rule)
             or any(counts[w] <= _RARE_IN_CONVENTIONS for w in said & set(_content_words(rule)))]
 
 
