@@ -116,3 +116,22 @@ def test_a_drug_class_said_by_name_brings_the_drug_records(picker) -> None:
     for question in ("How many women have used any statins?", "statins by sex?"):
         choice = picker.choose(question)
         assert {"drug_exposure", "concept_ancestor"} <= set(choice.tables[:choice.needed()]), (question, choice.tables)
+
+
+def test_a_term_found_in_part_brings_the_table_that_records_what_it_found(picker) -> None:
+    from ehr_magic.agent.loop import best_values, link_values, linked_tables, whole_terms, whole_values
+
+    # 'appendix' is found as 'Rupture of appendix', a name condition_occurrence records: a diagnosis, though
+    # the question never says so and 'ruptured' matches no stored word
+    question = "list pts whose appendix ruptured"
+    linking = link_values(picker.ehr, question)
+    sure, named = linked_tables(linking, picker.ehr.tables())
+
+    def in_full(**found) -> tuple[str, ...]:
+        choice = picker.choose(question, [], linked=sure, events=named, values_said=whole_terms(linking),
+                               values_meant=whole_values(linking), **found)
+        return choice.tables[:choice.needed()]
+
+    assert best_values(linking) == {"Rupture of appendix": pytest.approx(0.426, abs=0.05)}
+    assert "condition_occurrence" not in in_full()
+    assert "condition_occurrence" in in_full(values_found=best_values(linking))

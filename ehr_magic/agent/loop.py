@@ -382,7 +382,8 @@ class Agent:
         linked = context.linked_values(linking)
         sure, named = linked_tables(linking, self.ehr.tables())
         choice = self.table_picker.choose(question, [(e.question, e.code) for e in shots], linked=sure, events=named,
-                                          values_said=whole_terms(linking), values_meant=whole_values(linking))
+                                          values_said=whole_terms(linking), values_meant=whole_values(linking),
+                                          values_found=best_values(linking))
         skills_text = self.skill_cards(question, self.ehr.schema) if self.skill_cards else ""
         conversation = conversation_context if conversation_context and not conversation_context.empty else None
         window = window or self.context_window()
@@ -470,6 +471,16 @@ def whole_values(linking: Linking) -> list[str]:
     """The stored values that the question's terms name whole."""
     return list(dict.fromkeys(value.value for term in linking.terms for value in term.values
                               if value.score >= _WHOLE_TERM))
+
+
+def best_values(linking: Linking) -> dict[str, float]:
+    """The stored value each term is likeliest to name, with how surely (0-1)."""
+    found: dict[str, float] = {}
+    for term in linking.terms:
+        if term.values:
+            best = term.values[0]
+            found[best.value] = max(found.get(best.value, 0.0), best.score / 100)
+    return found
 
 
 def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float], dict[str, set[str]]]:

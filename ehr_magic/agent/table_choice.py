@@ -303,7 +303,7 @@ class TablePicker:
     def choose(self, question: str, examples: Sequence[tuple[str, str]] = (),
                linked: Mapping[str, float] | None = None,
                events: Mapping[str, Collection[str]] | None = None, values_said: Collection[str] = (),
-               values_meant: Collection[str] = ()) -> TableChoice:
+               values_meant: Collection[str] = (), values_found: Mapping[str, float] | None = None) -> TableChoice:
         """The tables ``question`` needs, best first. ``examples``: the (question, code) of its
         few-shot examples; the tables of an example count as much as it resembles the question.
         ``linked``: table -> how surely (0-1) the question names a stored value of it (value
@@ -312,7 +312,10 @@ class TablePicker:
         ``values_said``: the question's terms that name a stored value whole ('acute bronchitis'),
         whose words then count for that value only, not for the tables whose prose uses them;
         ``values_meant``: the stored values those terms name, which count for the tables that record
-        them as if the question had said them ('afib' -> 'Atrial fibrillation')."""
+        them as if the question had said them ('afib' -> 'Atrial fibrillation'); ``values_found``: the
+        stored value each of its terms is likeliest to name, with how surely (0-1), which make the
+        tables that record that value as likely ('ruptured appendix' -> 'Rupture of appendix', a
+        diagnosis)."""
         scores: Counter[str] = Counter()
         events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
         asks_hierarchy = bool(self._hierarchy and _hierarchy_phrases().search(question))
@@ -373,6 +376,9 @@ class TablePicker:
         for table, share in coverage.items():
             # squared: a whole value counts in full, a third of a long title hardly at all
             scores[table] += _WHOLE_VALUE_SCORE * share ** 2
+        for table, share in self._recording(values_found or {}).items():
+            # a term found among the names of the codes a table records: as sure as the term was found
+            scores[table] = max(scores[table], _WHOLE_VALUE_SCORE * share)
         for table, source in self._derived.items():
             # a summary of another table's records (OMOP's eras) holds the codes the question names there,
             # when the question also says what only the summary is ('episodes', 'continuous', 'era')
@@ -515,6 +521,20 @@ class TablePicker:
             if any(own.get(d, 0.0) >= coverage and not self._joins.get(d) for d in self._joins.get(table, ())):
                 del own[table]
         return {t: max(own.get(t, 0.0), recorded.get(t, 0.0)) for t in {*own, *recorded}}
+
+    def _recording(self, values: Mapping[str, float]) -> dict[str, float]:
+        """Table -> how surely the question names a code it records: the best sureness of the
+        ``values`` found among the names of its codes."""
+        found: dict[str, float] = {}
+        if not values:
+            return found
+        keys = {normalise(v).replace(" ", ""): share for v, share in values.items()}
+        for table, column in self._value_columns():
+            if column.recorded:
+                for key, share in keys.items():
+                    if key in column.vocabulary.compact and share > found.get(table, 0.0):
+                        found[table] = share
+        return found
 
     def _value_columns(self) -> list[tuple[str, _ValueColumn]]:
         """The looked-up columns (``vocabulary`` in the knowledge) with their values indexed."""
