@@ -135,3 +135,12 @@ def test_a_term_found_in_part_brings_the_table_that_records_what_it_found(picker
     assert best_values(linking) == {"Rupture of appendix": pytest.approx(0.426, abs=0.05)}
     assert "condition_occurrence" not in in_full()
     assert "condition_occurrence" in in_full(values_found=best_values(linking))
+
+
+def test_what_the_question_says_of_a_table_ranks_before_what_a_partner_passes_on(picker) -> None:
+    # visit_detail is a part of visit_occurrence and inherits its score; the diagnoses are what is asked,
+    # so condition_occurrence comes first in a small window, which describes the first few only
+    choice = picker.choose("Which diagnoses are most common during inpatient admissions?")
+    in_full = choice.tables[:choice.full]
+    assert in_full.index("condition_occurrence") < in_full.index("visit_detail"), in_full
+    assert choice.scores["visit_detail"] > choice.scores["condition_occurrence"]  # ranked on what was said, not this

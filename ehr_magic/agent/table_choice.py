@@ -33,14 +33,18 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   named there when the question also says a word only the summary has ('episodes'); a question
   asking for a code with everything below it ('any kind of', ``hierarchy_phrases.txt``) brings the
   schema's hierarchy table (knowledge ``hierarchy``), and so does one naming a code of a table whose
-  codes questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient).
+  codes questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient);
+  a term linking found only in part counts, as surely as it was found, for the tables that record
+  the value it was found as ('appendix' -> 'Rupture of appendix' -> condition_occurrence).
 
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first. Those the question needs in full
 score two fifths of the best, or are as sure as a whole stored value said (two tables each named by a
-value are both needed, however many words point at one of them); the prompt budget
-(``ehr_magic.agent.budget``) drops the lowest first when the window is small. Every
+value are both needed, however many words point at one of them). They are ranked by what the
+question says of each, before what a partner passes on (the diagnoses asked for before the ward
+stays of the visits they happened in), and the prompt budget (``ehr_magic.agent.budget``) drops
+the last first when the window is small. Every
 other table still appears in the one-line index of the system prompt, and the model
 can call ``ehr.describe(table)``.
 """
@@ -442,6 +446,7 @@ class TablePicker:
         # the tables the question needs in full first, then the spine when chosen only as such
         # (listed in a line, it stays in even a small window), then the rest
         full = [t for t in chosen if t not in spine_only and sure[t] >= min(FULL_SHARE * best, _SURE_FULL)][:MAX_FULL]
+        full.sort(key=lambda t: -sure[t])  # what the question says of a table first, what its partners pass on after
         ranked = full + [t for t in chosen if t in spine_only] + \
             [t for t in chosen if t not in full and t not in spine_only]
         return TableChoice(tuple(ranked), {t: round(scores[t], 2) for t in chosen}, spine_only & set(chosen), len(full))
