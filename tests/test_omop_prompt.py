@@ -144,3 +144,11 @@ def test_what_the_question_says_of_a_table_ranks_before_what_a_partner_passes_on
     in_full = choice.tables[:choice.full]
     assert in_full.index("condition_occurrence") < in_full.index("visit_detail"), in_full
     assert choice.scores["visit_detail"] > choice.scores["condition_occurrence"]  # ranked on what was said, not this
+
+
+def test_a_word_a_summary_shares_with_its_records_names_the_records(picker) -> None:
+    # condition_era summarises condition_occurrence: 'condition' names the records, 'era' the summary
+    scores = picker.choose("Which condition started most recently?").scores
+    assert scores["condition_occurrence"] > scores["condition_era"], scores
+    scores = picker.choose("How many condition eras does each person have?").scores
+    assert scores["condition_era"] > scores["condition_occurrence"], scores

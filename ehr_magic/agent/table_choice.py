@@ -30,7 +30,8 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   them the names of the codes it records (``recorded_values``: 'sinusitis' -> condition_occurrence);
   a name found in a table of other names of a dictionary's entries (OMOP's concept_synonym) counts
   for the dictionary; a summary of another table (``derived_from``: OMOP's eras) shares the codes
-  named there when the question also says a word only the summary has ('episodes'); a question
+  named there when the question also says a word only the summary has ('episodes'), and a word of
+  its name that its source's name has too ('condition') names the source; a question
   asking for a code with everything below it ('any kind of', ``hierarchy_phrases.txt``) brings the
   schema's hierarchy table (knowledge ``hierarchy``), and so does one naming a code of a table whose
   codes questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient);
@@ -291,6 +292,10 @@ class TablePicker:
         # name the whole (visit_occurrence), not its parts
         self._parent_words = {t: frozenset(w for p, children in self._children.items() if t in children
                                            for w in self._name_words.get(p, ())) for t in self.tables}
+        # and those a summary shares with the records it summarises ('drug' of drug_era): they name the records
+        for table, info in self._described.items():
+            if info.derived_from in self._name_words:
+                self._parent_words[table] |= self._name_words[info.derived_from]
         self.spine: tuple[str, ...] = tuple(
             t for t in self.tables if len(self.tables) > 2 and joined_by[t] >= _SPINE_SHARE * (len(self.tables) - 1))
         self._indexed: list[tuple[str, _ValueColumn]] | None = None
