@@ -152,3 +152,11 @@ def test_a_word_a_summary_shares_with_its_records_names_the_records(picker) -> N
     assert scores["condition_occurrence"] > scores["condition_era"], scores
     scores = picker.choose("How many condition eras does each person have?").scores
     assert scores["condition_era"] > scores["condition_occurrence"], scores
+
+
+def test_a_drug_class_stored_under_no_name_still_brings_the_hierarchy(picker) -> None:
+    # Eunomia stores no concept named 'antibiotic' or 'antibacterials for systemic use': the class is known
+    # only as a drug term, and its products are found through the hierarchy
+    choice = picker.choose("How many patients got antibiotics each year?")
+    assert {"drug_exposure", "concept_ancestor"} <= set(choice.tables[:choice.full]), choice.tables
+    assert "concept_ancestor" not in picker.choose("How many drug records are there each year?").tables[:3]

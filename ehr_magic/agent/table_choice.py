@@ -34,7 +34,8 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   its name that its source's name has too ('condition') names the source; a question
   asking for a code with everything below it ('any kind of', ``hierarchy_phrases.txt``) brings the
   schema's hierarchy table (knowledge ``hierarchy``), and so does one naming a code of a table whose
-  codes questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient);
+  codes questions name by a broader one (``by_hierarchy``: drug products asked about by ingredient),
+  or saying a drug the clinical vocabulary knows, whether or not a stored name matches it ('antibiotics');
   a term linking found only in part counts, as surely as it was found, for the tables that record
   the value it was found as ('appendix' -> 'Rupture of appendix' -> condition_occurrence).
 
@@ -398,6 +399,11 @@ class TablePicker:
                                                        _STRONG_PARTNER_SHARE * source_score))
         if asks_hierarchy:
             scores[self._hierarchy] = max(scores[self._hierarchy], _HIERARCHY_SCORE)
+        if self._hierarchy and prefix_stem("drug") in shorthand_kinds(question):
+            # a drug said by name or class ('antibiotics') where drugs are recorded as products under their
+            # ingredients and classes: its products are found through the hierarchy
+            for table in self._by_hierarchy():
+                scores[self._hierarchy] = max(scores[self._hierarchy], scores[table])
         masked = default_tokens(question)
         for example_question, code in examples:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
@@ -499,6 +505,10 @@ class TablePicker:
         if not others:
             return re.compile(r"(?!)")
         return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
+
+    def _by_hierarchy(self) -> set[str]:
+        """The tables whose codes questions name by a broader one (``by_hierarchy``)."""
+        return {table for table, column in self._value_columns() if column.by_hierarchy}
 
     def _hierarchy_coverage(self, question: str | Sequence[str]) -> dict[str, float]:
         """Table -> how much of the name of a code it records, or of one above them, the question says,
