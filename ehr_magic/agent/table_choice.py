@@ -78,7 +78,7 @@ __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "convention_tables", "conv
 
 THRESHOLD = 1.0
 FULL_SHARE = 0.4  # of the best score: a table the question needs in full, not only in a line
-MAX_FULL = 5
+MAX_FULL = 6  # a cohort question needs five tables, and the dictionary their codes name
 _EXAMPLE_SCORE = 3.0  # a table used by an example worded like the question
 _WHOLE_VALUE_SCORE = 4.0  # the question says a whole stored value ('potassium', 'urea nitrogen'); a part, a share
 _NAMED_VALUE = 0.5  # of a stored value said: the question names one of a dictionary's entries
