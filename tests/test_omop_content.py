@@ -76,7 +76,7 @@ def test_the_questions_are_well_formed() -> None:
     assert len(questions) >= 50
     assert len({q["id"] for q in questions}) == len(questions)
     splits = [q["split"] for q in questions]
-    assert set(splits) == {"tune", "heldout"} and splits.count("tune") == 130 and splits.count("heldout") == 49
+    assert set(splits) == {"tune", "heldout"} and splits.count("tune") == 170 and splits.count("heldout") == 49
     for q in questions:
         assert set(q) == {"id", "split", "question", "sql", "tables", "answer"}, q["id"]
         assert q["tables"] and set(q["tables"]) <= described, q["id"]
