@@ -160,3 +160,13 @@ def test_a_drug_class_stored_under_no_name_still_brings_the_hierarchy(picker) ->
     choice = picker.choose("How many patients got antibiotics each year?")
     assert {"drug_exposure", "concept_ancestor"} <= set(choice.tables[:choice.full]), choice.tables
     assert "concept_ancestor" not in picker.choose("How many drug records are there each year?").tables[:3]
+
+
+def test_a_shorthand_links_a_name_that_begins_with_its_meaning(picker) -> None:
+    from ehr_magic.agent.loop import link_values
+
+    # LOINC names say what was measured, then how: 'Thyrotropin [Units/volume] in Serum or Plasma'; the
+    # meaning of TSH is too small a share of that name to be found inside it
+    (term,) = link_values(picker.ehr, "How many TSH tests were done?").terms
+    assert (term.text, term.meaning) == ("TSH", "thyrotropin")
+    assert term.values[0].value == "Thyrotropin [Units/volume] in Serum or Plasma"

@@ -300,8 +300,18 @@ class QuestionLinker:
                                         99.0 * len(value_words) / len(words), meaning))
         if found:
             return found
-        return self._inside(words, 0, len(words), columns, score=94.0, meaning=meaning,
-                            span=(position, position + 1))
+        found = self._inside(words, 0, len(words), columns, score=94.0, meaning=meaning, span=(position, position + 1))
+        if found:
+            return found
+        # a name that begins with the meaning, in a dictionary that writes what was measured first and then
+        # how ('Thyrotropin [Units/volume] in Serum or Plasma' for TSH)
+        head = " ".join(words) + " "
+        for table, column, index in columns:
+            values, _ = index.holding(words)
+            for i in values.tolist():
+                if index.vocabulary.normalised[i].startswith(head):
+                    found.append(_Found(position, position + 1, table, column, i, 94.0 * _MEANING_SHARE, meaning))
+        return found
 
     def _abbreviated(self, token: _Token, position: int, columns: list[tuple[str, str, _ColumnWords]]) -> list[_Found]:
         """Values equal to the abbreviation of a spelled-out word ('intravenous', 'intravenously'
