@@ -100,6 +100,7 @@ _UNSURE_TABLES = 6
 _PROSE_SHARE = 0.75  # of the word's weight: a word of a table's description only, not of its names
 _TABLE_NAME_SHARE = 0.5  # of the word's weight, more: a word of the table's own name says what its rows are
 _SHORTHAND_MEANINGS = 3  # a value must be said whole to count, so a wrong meaning of 'DC' adds little
+_ANY_FORM = "*"  # a stem that a table holds in any form (what an abbreviation stands for)
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 _HIERARCHY_SCORE = _STRONG  # the question asks for a code with everything below it
 # the words of a phrase asking for a hierarchy ('any kind of'), left out of the question's words with it
@@ -119,8 +120,47 @@ _STOP_STEMS = frozenset(w[:PREFIX_LENGTH] for w in _STOP if len(w) >= 4)  # 'cou
 
 
 def _content_words(text: str) -> list[str]:
-    stems = (prefix_stem(_singular(w)) for w in split_words(text) if len(w) >= 3 and w not in _STOP and not w.isdigit())
-    return [stem for stem in stems if stem not in _STOP_STEMS]
+    return [stem for stem, _ in _content_forms(text)]
+
+
+def _content_forms(text: str) -> list[tuple[str, str]]:
+    """(stem, word) of each content word of ``text``."""
+    forms = ((prefix_stem(_singular(w)), w) for w in split_words(text)
+             if len(w) >= 3 and w not in _STOP and not w.isdigit())
+    return [(stem, word) for stem, word in forms if stem not in _STOP_STEMS]
+
+
+# Endings that leave a word's meaning (diagnosis, diagnosed; procedure, procedural); two words of one
+# five-letter stem mean one thing when one starts the other, or each is their common start plus one of
+# these, and not otherwise (quality, qualitative; current, currency; specimen, specific)
+_ENDINGS = frozenset("""
+s es e ed d r rs ing ings er ers or ors ion ions ation ations ition itions al als ally ly ic ics ical tic tics y ies
+ied is ses sis ine ines ment ments ive ives ity ities ness ist ists ism ure ures ant ants ent ents ence ences
+ance ances on ous ize izes ized ization izations ise ised isation
+""".split()) | {""}
+_ALTERNATING = (frozenset({"be", "bed", "bes", "bing", "ber", "bers"}), frozenset({"ption", "ptions", "ptive"}))
+
+
+def _same_word(asked: str, used: str) -> bool:
+    """Whether two words of one stem are forms of one word ('prescribed' and 'prescriptions' are)."""
+    if _forms_of_one(asked, used):
+        return True
+    # a plural of a name run together ('inputs', inputevents)
+    asked, used = (w[:-1] if w.endswith("s") and not w.endswith("ss") else w for w in (asked, used))
+    return _forms_of_one(asked, used)
+
+
+def _forms_of_one(asked: str, used: str) -> bool:
+    if asked == used:
+        return True
+    common = 0
+    for a, b in zip(asked, used):
+        if a != b:
+            break
+        common += 1
+    rest = {asked[common:], used[common:]}
+    # one word the start of the other: an ending, or a name run together ('input' of inputevents)
+    return "" in rest or rest <= _ENDINGS or (len(rest) == 2 and all(rest & side for side in _ALTERNATING))
 
 
 def _singular(word: str) -> str:
@@ -346,14 +386,18 @@ class TablePicker:
         kinds = ({s for w in kinds for s in _synonyms().get(w, ())} | kinds) - said - kin
         related |= {w for token in re.findall(r"\b[A-Z][A-Z0-9]+\b", question)  # 'ICU', 'DX' as written
                     if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - said
+        asked: dict[str, set[str]] = {}
+        for stem, word in _content_forms(question):
+            asked.setdefault(stem, set()).add(_singular(word))
         for table, document in self._documents.items():
+            here = self._agreeing(said & document, table, asked)
             # a word of the table's name or columns says what it holds; one of its prose alone ('taken',
             # 'length of stay', 'cardiology'), only perhaps
             scores[table] += sum(self._idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
-                                 for w in said & document)
+                                 for w in here)
             # 'procedure' names the rows of procedure_occurrence; of a table with a procedure column, a detail
             own_name = self._name_words[table] - self._parent_words[table]
-            scores[table] += _TABLE_NAME_SHARE * sum(self._idf[w] for w in said & own_name)
+            scores[table] += _TABLE_NAME_SHARE * sum(self._idf[w] for w in here & own_name)
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
@@ -481,24 +525,48 @@ class TablePicker:
 
     def _table_documents(self, knowledge: Any, *, names_only: bool = False) -> dict[str, frozenset[str]]:
         documents: dict[str, set[str]] = {}
+        forms: dict[str, dict[str, set[str]]] = {}
         for table in self.tables:
-            words = set(identifier_words(table)) | spelled_out(table)
+            here: dict[str, set[str]] = {}
+
+            def add(pairs: Iterable[tuple[str, str]], here: dict[str, set[str]] = here) -> None:
+                for stem, word in pairs:
+                    here.setdefault(stem, set()).add(word)
+
+            def add_any(stems: Iterable[str], here: dict[str, set[str]] = here) -> None:
+                for stem in stems:  # what an abbreviation stands for: any form of its words
+                    here.setdefault(stem, set()).add(_ANY_FORM)
+
+            add(_content_forms(_CAMEL.sub(" ", table)))
+            add_any(spelled_out(table))
             for column in self.ehr.columns(table):
-                words.update(identifier_words(column))
+                add(_content_forms(_CAMEL.sub(" ", column)))
                 if not names_only:  # what a column's abbreviation stands for ('drg': diagnosis) is a hint, not its name
-                    words.update(spelled_out(column))
+                    add_any(spelled_out(column))
             info = self._described.get(table)
             if info is not None and not names_only:
                 text = " ".join((info.row, info.description, *info.columns.values()))
                 # another table named in the text ("refers to admissions.hadm_id", "referred to by
                 # charges") says what this table joins, not what it holds: its words stay with it
-                words.update(_content_words(self._other_tables(table).sub(" ", text)))
-            documents[table] = words
+                add(_content_forms(self._other_tables(table).sub(" ", text)))
+            forms[table] = here
         for rule in knowledge.conventions if knowledge and not names_only else ():
             named = convention_tables(self.tables, rule)
             for table in named:
-                documents[table].update(_content_words(rule))
+                for stem, word in _content_forms(rule):
+                    forms[table].setdefault(stem, set()).add(word)
+        if not names_only:
+            self._forms = forms
+        documents = {t: set(here) for t, here in forms.items()}
         return {t: frozenset(w) for t, w in documents.items()}
+
+    def _agreeing(self, stems: set[str], table: str, asked: Mapping[str, set[str]]) -> set[str]:
+        """The ``stems`` whose words in the question are forms of the words of ``table`` under the
+        same stem ('quality' is not 'qualitative', though both are 'quali')."""
+        used = self._forms[table]
+        return {stem for stem in stems
+                if _ANY_FORM in used.get(stem, {_ANY_FORM}) or not asked.get(stem)
+                or any(_same_word(a, u) for a in asked[stem] for u in used[stem])}
 
     def _other_tables(self, table: str) -> re.Pattern[str]:
         others = sorted((t for t in self.tables if t != table), key=len, reverse=True)
