@@ -70,7 +70,8 @@ def prefix_stem(word: str) -> str:
     ('studi' for 'study'). Table choice matches words with it rather than with ``stem``: with
     ``stem``, gold-table coverage of the first prompt fell (bench_unfamiliar.py, warehouse-style
     names at 8k: 65.0% -> 62.7% on train, 70.3% -> 66.3% on valid; bench_agent.py, EHRSQL valid
-    with the seeds at 4k: 96.1% -> 95.7%)."""
+    with the seeds at 4k: 96.1% -> 95.7%). Table choice then checks that the two words are forms of
+    one word ('quality' is not 'qualitative')."""
     return word[:PREFIX_LENGTH]
 
 

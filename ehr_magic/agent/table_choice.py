@@ -9,7 +9,8 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   ``labtestkey``, counts for less, and never across two words of a name), its row,
   description and column meanings, and the conventions that name it (IDF-weighted, so words
   that every table shares count little; a word of that prose only, for less than one of its
-  names); a word counts for the other words of its group in ``schema_words.txt`` ('cost'
+  names; two words meet by their first five letters only as forms of one word, so 'quality'
+  is not 'qualitative'); a word counts for the other words of its group in ``schema_words.txt`` ('cost'
   finds a charges table, 'drug' a medication-orders table, 'diagnoses' a table named for
   conditions, whatever the schema calls them);
 - stored values: how much of one looked-up value (``vocabulary`` columns: lab labels,
