@@ -103,10 +103,21 @@ def test_header_only_tables_are_empty_and_reported(eunomia: Path) -> None:
         assert joined.item() == 0
         assert ehr.sql("WITH x AS (SELECT person_id FROM death) SELECT count(*) AS n FROM x").item() == 0
         assert ehr.count("cdm_source") == 1  # a real one-row table keeps its row
+        assert ehr.empty_tables() == frozenset(HEADER_ONLY) and "cdm_source" not in ehr.empty_tables()
         assert "column0" not in ehr.knowledge.tables["care_site"].columns
         # Drafted, the description says why the table is empty; a packaged one describes it as people wrote it.
         care_site = ehr.knowledge.tables["care_site"]
         assert "header row" in care_site.description or ehr.knowledge.mark("meaning", "care_site") == "confirmed"
+
+
+def test_a_table_without_rows_is_empty(tmp_path: Path) -> None:
+    path = tmp_path / "clinic.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE visits (visit_id INTEGER, seen DATE)")
+        con.execute("INSERT INTO visits VALUES (1, DATE '2020-01-02')")
+        con.execute("CREATE TABLE referrals (referral_id INTEGER, sent DATE)")
+    with ehr_magic.connect(path) as ehr:
+        assert ehr.empty_tables() == {"referrals"}
 
 
 def test_column_names_match_in_any_case(eunomia: Path) -> None:

@@ -138,9 +138,11 @@ def test_a_term_found_in_part_brings_the_table_that_records_what_it_found(picker
     assert in_full(values_found=best_values(linking))[0] == "condition_occurrence"
 
 
-def test_what_the_question_says_of_a_table_ranks_before_what_a_partner_passes_on(picker) -> None:
+def test_what_the_question_says_of_a_table_ranks_before_what_a_partner_passes_on(picker, monkeypatch) -> None:
     # visit_detail is a part of visit_occurrence and inherits its score; the diagnoses are what is asked,
-    # so condition_occurrence comes first in a small window, which describes the first few only
+    # so condition_occurrence comes first in a small window, which describes the first few only (as if
+    # Eunomia's ward stays held rows: it keeps only their header)
+    monkeypatch.setattr(picker, "_empty", frozenset())
     choice = picker.choose("Which diagnoses are most common during inpatient admissions?")
     in_full = choice.tables[:choice.full]
     assert in_full.index("condition_occurrence") < in_full.index("visit_detail"), in_full
@@ -186,3 +188,14 @@ def test_words_of_one_stem_count_only_as_forms_of_one_word(picker) -> None:
         assert _same_word(asked, used), (asked, used)
     for asked, used in (("quality", "qualitative"), ("current", "currency"), ("specific", "specimen")):
         assert not _same_word(asked, used), (asked, used)
+
+
+def test_a_table_with_no_rows_gives_way_to_one_that_holds_them_but_still_answers_for_itself(picker) -> None:
+    # Eunomia's source_to_concept_map, death and cost keep only their header row
+    assert {"source_to_concept_map", "death", "cost"} <= picker.ehr.empty_tables()
+    assert "concept_relationship" not in picker.ehr.empty_tables()
+    choice = picker.choose("Which standard codes do our ICD-10 source codes map to?")
+    in_full = choice.tables[:choice.full]
+    assert in_full.index("concept_relationship") < in_full.index("source_to_concept_map"), in_full
+    choice = picker.choose("How many deaths are recorded?")  # a question about an empty table still gets it
+    assert choice.tables[:choice.full] == ("death",)

@@ -40,6 +40,9 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   a term linking found only in part counts, as surely as it was found, for the tables that record
   the value it was found as ('appendix' -> 'Rupture of appendix' -> condition_occurrence).
 
+A table that holds no rows (``EHR.empty_tables``: a header row only, or none in the catalog)
+counts half: in a tie, the one that holds the rows is read; a question about it still finds it.
+
 When no table is sure, the likeliest few are shown in one line each rather than none.
 
 Tables scoring at least ``THRESHOLD`` are chosen, best first. Those the question needs in full
@@ -101,6 +104,7 @@ _UNSURE_TABLES = 6
 _PROSE_SHARE = 0.75  # of the word's weight: a word of a table's description only, not of its names
 _TABLE_NAME_SHARE = 0.5  # of the word's weight, more: a word of the table's own name says what its rows are
 _SHORTHAND_MEANINGS = 3  # a value must be said whole to count, so a wrong meaning of 'DC' adds little
+_EMPTY_SHARE = 0.5  # of its score, for a table holding no rows: it answers only a question about itself
 _ANY_FORM = "*"  # a stem that a table holds in any form (what an abbreviation stands for)
 _SYNONYM_SHARE = 0.8  # of the word's weight: a word of the same group ('cost' for 'charges')
 _HIERARCHY_SCORE = _STRONG  # the question asks for a code with everything below it
@@ -348,6 +352,7 @@ class TablePicker:
                             if len(targets) == 1 and targets[0] in self._described and not self._joins.get(targets[0])
                             and self._described[t].vocabulary
                             and self._described[t].module == self._described[targets[0]].module}
+        self._empty = ehr.empty_tables() & set(self.tables)
         hierarchy = knowledge.hierarchy if knowledge else None
         self._hierarchy = hierarchy.table if hierarchy and hierarchy.table in self.tables else None
 
@@ -454,6 +459,9 @@ class TablePicker:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
             for table in tables_in_code(self.tables, code):
                 scores[table] = max(scores[table], _EXAMPLE_SCORE * likeness)
+        for table in self._empty:
+            # what its words say, at a discount: in a tie, the table that holds rows is the one to read
+            scores[table] *= _EMPTY_SHARE
         best = max(scores.values(), default=0.0)
         spine_only = frozenset(t for t in self.spine if scores[t] < min(FULL_SHARE * best, _SURE_FULL))
         for table in self.spine:

@@ -138,6 +138,12 @@ class EHR:
         """Column name -> DuckDB type of one table."""
         return dict(self._table_columns[self._check_table(table)])
 
+    def empty_tables(self) -> frozenset[str]:
+        """The tables that hold no rows: those whose only row repeats their header, and those the
+        engine's catalog counts as empty where it keeps counts that cost nothing to read (DuckDB's)."""
+        counts = self._engine.row_counts()
+        return frozenset(self._empty.tables) | {t for t in self._table_columns if counts.get(t) == 0}
+
     def count(self, table: str) -> int:
         """Number of rows of ``table``."""
         return int(self._run(f"SELECT count(*) AS n FROM {quote(self._check_table(table))}").item())
