@@ -533,7 +533,7 @@ class TablePicker:
         return math.log(1 + len(self.tables) / max(1, found))
 
     def _table_documents(self, knowledge: Any, *, names_only: bool = False) -> dict[str, frozenset[str]]:
-        documents: dict[str, set[str]] = {}
+        """Each table's words (stems); with all its words, their forms under each stem (``_forms``)."""
         forms: dict[str, dict[str, set[str]]] = {}
         for table in self.tables:
             here: dict[str, set[str]] = {}
@@ -566,8 +566,7 @@ class TablePicker:
                     forms[table].setdefault(stem, set()).add(word)
         if not names_only:
             self._forms = forms
-        documents = {t: set(here) for t, here in forms.items()}
-        return {t: frozenset(w) for t, w in documents.items()}
+        return {t: frozenset(here) for t, here in forms.items()}
 
     def _agreeing(self, stems: set[str], table: str, asked: Mapping[str, set[str]]) -> set[str]:
         """The ``stems`` whose words in the question are forms of the words of ``table`` under the

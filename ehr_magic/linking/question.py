@@ -308,9 +308,11 @@ class QuestionLinker:
         head = " ".join(words) + " "
         for table, column, index in columns:
             values, _ = index.holding(words)
-            for i in values.tolist():
-                if index.vocabulary.normalised[i].startswith(head):
-                    found.append(_Found(position, position + 1, table, column, i, 94.0 * _MEANING_SHARE, meaning))
+            beginning = [i for i in values.tolist() if index.vocabulary.normalised[i].startswith(head)]
+            # equally sure, so the shortest names: the test itself before its variants
+            beginning.sort(key=lambda i: len(index.vocabulary.normalised[i]))
+            found += [_Found(position, position + 1, table, column, i, 94.0 * _MEANING_SHARE, meaning)
+                      for i in beginning[:PER_TERM]]
         return found
 
     def _abbreviated(self, token: _Token, position: int, columns: list[tuple[str, str, _ColumnWords]]) -> list[_Found]:
