@@ -388,8 +388,8 @@ class TablePicker:
         # even where the word itself is used in some table's prose
         kin = {s for w in said for s in _synonyms().get(w, ())} - said
         # the kind of table that records the clinical terms it says ('statins': a drug table)
-        kinds = shorthand_kinds(question)
-        kinds = ({s for w in kinds for s in _synonyms().get(w, ())} | kinds) - said - kin
+        written_kinds = shorthand_kinds(question)
+        kinds = ({s for w in written_kinds for s in _synonyms().get(w, ())} | written_kinds) - said - kin
         related |= {w for token in re.findall(r"\b[A-Z][A-Z0-9]+\b", question)  # 'ICU', 'DX' as written
                     if not set(_content_words(token)) & self._idf.keys() for w in spelled_out(token)} - said
         asked: dict[str, set[str]] = {}
@@ -449,7 +449,7 @@ class TablePicker:
                                                        _STRONG_PARTNER_SHARE * source_score))
         if asks_hierarchy:
             scores[self._hierarchy] = max(scores[self._hierarchy], _HIERARCHY_SCORE)
-        if self._hierarchy and prefix_stem("drug") in shorthand_kinds(question):
+        if self._hierarchy and prefix_stem("drug") in written_kinds:
             # a drug said by name or class ('antibiotics') where drugs are recorded as products under their
             # ingredients and classes: its products are found through the hierarchy
             for table in self._by_hierarchy():
