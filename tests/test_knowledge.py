@@ -239,8 +239,16 @@ def test_a_join_the_column_line_already_says_is_not_said_again() -> None:
     # a key named as the column: the table alone says it (as drafted now: "refers to patient_demographics")
     assert dataclasses.replace(info, columns={**info.columns, "patient_id": "BIGINT, refers to patient_demographics."}
                                ).said_by_column(info.joins[0])
-    # a lookup column whose line sends it to ehr.lookup is not listed again; one with its values shown is
-    assert "look up values of: flag" in text
+    # a lookup column whose line sends it to ehr.lookup, or quotes every value it holds, is not listed
+    # again; one whose line quotes some of its values is
+    assert "look up values of" not in text
+    some = dataclasses.replace(info, columns={**info.columns, "flag": "VARCHAR, 3 values ('abnormal', 'delta' and 1 more)."})
+    assert "look up values of: flag" in some.detail()
+    packaged = dataclasses.replace(info, columns={**info.columns, "flag": "Flag, 'abnormal' or 'delta'."})
+    assert "look up values of" not in packaged.detail()
+    assert "look up values of: flag" in dataclasses.replace(
+        info, columns={**info.columns, "flag": "Flag, e.g. 'abnormal' or 'delta'."}).detail()
+
 
 
 def test_a_drafted_join_on_columns_of_the_same_name_reads_as_the_packaged_ones() -> None:

@@ -12,6 +12,7 @@ import ehr_magic
 from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.budget import SYSTEM_SHARE, PromptTooLongError, reply_reserve, system_form, tables_within
+from ehr_magic.agent import context
 from ehr_magic.agent.context import index_columns, shared_columns
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
@@ -64,11 +65,20 @@ def test_a_bad_window_setting_is_one_sentence(fake_llm, monkeypatch) -> None:
         resolve_settings()
 
 
+def test_a_row_number_every_table_has_is_said_once_by_the_index(ehr) -> None:
+    system = context.system_prompt(ehr)
+    described = context.table_details(ehr, ["labevents", "admissions"])
+    assert "\nEvery table has row_id (Row number).\n" in system
+    # the plain row number is not said again; a row number that says more (what points to it) is
+    assert "- row_id: Row number.\n" not in described
+    assert "- row_id: Row number; cost.event_id points here" in described
+
+
 def test_the_system_prompt_indexes_every_table_and_the_question_describes_its_own(ehr) -> None:
     prompt = agent_on(ehr).prompt(POTASSIUM, window=ContextWindow(8192, "test"))
     system, user = (m["content"] for m in prompt.messages)
     shared = shared_columns(ehr)  # the columns every table has (row_id), said once
-    assert shared == ("row_id",) and "\nEvery table has row_id.\n" in system
+    assert shared == ("row_id",) and "\nEvery table has row_id (Row number).\n" in system
     for table in ehr.tables():  # the one-line index: every table with its other columns
         assert f"\n{table}: {index_columns(ehr, table, shared)}\n" in system
     assert "## labevents" in user and "## d_labitems" in user  # what the question needs, in full

@@ -77,9 +77,9 @@ def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
     row number, said once first); for the smallest windows, with ``columns`` false, only the
     table names. Absent tables are named last."""
     knowledge = ehr.knowledge
+    shared = shared_columns(ehr)
     if full or columns:
-        shared = shared_columns(ehr)
-        lines = [f"Every table has {index_columns(ehr, ehr.tables()[0], only=shared)}."] if shared else []
+        lines = [_every_table_has(ehr, shared)] if shared else []
         for t in ehr.tables():
             listed = index_columns(ehr, t, shared)
             if full and knowledge is not None and t in knowledge.tables:
@@ -87,11 +87,27 @@ def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
             else:
                 lines.append(f"{t}: {listed}" if listed else t)
     else:
-        lines = [", ".join(ehr.tables())]
+        lines = [", ".join(ehr.tables())] + ([_every_table_has(ehr, shared)] if shared else [])
     absent = knowledge.absent if knowledge is not None else ()
     if absent:
         lines.append(f"Not in this database (questions that need them cannot be answered): {', '.join(absent)}.")
     return "\n".join(lines)
+
+
+def _every_table_has(ehr: Any, shared: Collection[str]) -> str:
+    """``Every table has row_id (Row number).``: the columns every table has, with the meaning most
+    tables give them, which their full descriptions then leave out (``said_meanings``)."""
+    meanings = said_meanings(ehr)
+    named = [f"{name} ({meanings[name].rstrip('.')})" if name in meanings else name
+             for name in index_columns(ehr, ehr.tables()[0], only=shared).split(", ")]
+    return f"Every table has {', '.join(named)}."
+
+
+def said_meanings(ehr: Any) -> dict[str, str]:
+    """The meanings the index gives the columns every table has (``Knowledge.common_meanings``)."""
+    knowledge = ehr.knowledge
+    shared = shared_columns(ehr)
+    return knowledge.common_meanings(shared) if knowledge is not None and shared else {}
 
 
 _TIME_TYPES = ("TIMESTAMP", "DATE", "TIME")
@@ -123,7 +139,7 @@ def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *,
     said by a table before it)."""
     knowledge = ehr.knowledge
     described = [t for t in tables if knowledge is not None and t in knowledge.tables]
-    text = knowledge.detail(described) if described else ""
+    text = knowledge.detail(described, said_meanings(ehr)) if described else ""
     plain = [t for t in tables if t not in described]
     if plain:
         text = (text + "\n" if text else "") + _plain_tables(ehr, plain, types=True)

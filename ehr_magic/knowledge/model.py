@@ -65,6 +65,7 @@ import functools
 import importlib.resources
 import os
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
@@ -162,6 +163,24 @@ def join_target(join: str) -> str | None:
     return match.group(1) if match else None
 
 
+_QUOTED = re.compile(r"'(?:[^']|'')*'")
+_SOME_OF_MORE = re.compile(r"\b(?:e\.g\.|for example|such as|like|including|among|and \d[\d,]* more)|\.\.\.", re.IGNORECASE)
+_COUNTED = re.compile(r"\b(\d+) values \(")
+
+
+def quotes_every_value(meaning: str) -> bool:
+    """Whether a column's meaning quotes every value the column holds (``'a', 'b' or 'c'``, or
+    a drafted ``3 values ('a', 'b', 'c')``), so that looking its values up would find nothing
+    new; not when it quotes some of them (``e.g.``, ``and 2 more``)."""
+    quoted = _QUOTED.findall(meaning)
+    if not quoted or _SOME_OF_MORE.search(meaning):
+        return False
+    counted = _COUNTED.search(meaning)
+    if counted:
+        return int(counted.group(1)) == len(quoted)
+    return "' or '" in meaning
+
+
 @dataclass(frozen=True)
 class TableInfo:
     """What one table holds: its row, a description, its columns, joins and vocabularies."""
@@ -231,17 +250,21 @@ class TableInfo:
         said = target if key.lower() == column.lower() else f"{target}.{key}"
         return re.search(rf"(?<![\w.]){re.escape(said)}(?![\w])", text, re.IGNORECASE) is not None
 
-    def detail(self, stated: Collection[str] = ()) -> str:
+    def detail(self, stated: Collection[str] = (), said: Mapping[str, str] | None = None) -> str:
         """Columns, joins and lookup columns of this table, as compact prompt text (joins to the
-        tables in ``stated`` left out, as in ``brief``). What a column's meaning already says is
-        not said again: a join on that column naming its table, a lookup column sent to ehr.lookup."""
+        tables in ``stated`` left out, as in ``brief``). What is said elsewhere is not said again:
+        a column whose meaning is the one ``said`` gives it (a row number every table has, said
+        once by the index), a join on a column whose meaning names its table, a lookup column
+        sent to ehr.lookup or whose meaning quotes every value it holds."""
         module = f" [{self.module}]" if self.module else ""
         lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
-        lines += [f"- {column}: {text}" for column, text in self.columns.items()]
+        lines += [f"- {column}: {text}" for column, text in self.columns.items()
+                  if not said or said.get(column) != text]
         joins = [j for j in self._joins_not_in(stated) if not self.said_by_column(j)]
         if joins:
             lines.append("joins: " + grouped_joins(self.name, joins))
-        looked_up = [c for c in self.vocabulary if "ehr.lookup" not in self.columns.get(c, "")]
+        looked_up = [c for c in self.vocabulary if "ehr.lookup" not in self.columns.get(c, "")
+                     and not quotes_every_value(self.columns.get(c, ""))]
         if looked_up:
             lines.append("look up values of: " + ", ".join(looked_up))
         return "\n".join(lines)
@@ -385,10 +408,22 @@ class Knowledge:
             return ""
         return f"Not in this database: {', '.join(self.absent)}; questions that need them cannot be answered."
 
-    def detail(self, tables: Iterable[str]) -> str:
+    def detail(self, tables: Iterable[str], said: Mapping[str, str] | None = None) -> str:
         """Columns and joins of the named tables (in the order given, once each); a join is said
-        once, by the first of its two tables."""
-        return "\n\n".join(info.detail(stated) for info, stated in self._said_once(tables))
+        once, by the first of its two tables; a column meaning ``said`` elsewhere is left out."""
+        return "\n\n".join(info.detail(stated, said) for info, stated in self._said_once(tables))
+
+    def common_meanings(self, columns: Iterable[str]) -> dict[str, str]:
+        """For each of ``columns`` (those every table has), the meaning most of the described
+        tables give it word for word (a row number), when at least half of them do."""
+        found = {}
+        for column in columns:
+            texts = Counter(info.columns[column] for info in self.tables.values() if column in info.columns)
+            if texts:
+                text, count = texts.most_common(1)[0]
+                if 2 * count >= len(self.tables):
+                    found[column] = text
+        return found
 
     def brief(self, tables: Iterable[str], described: Iterable[str] = (), *, columns: bool = True) -> str:
         """One line per named table: row, column names (unless ``columns`` is false) and joins (in
