@@ -122,6 +122,30 @@ def test_a_value_counts_by_how_much_of_it_the_question_says() -> None:
     assert 0.3 < column.coverage({"potassium"}) < 1.0  # part of a value: a share
 
 
+def test_a_unit_of_measure_says_little_of_the_table_and_less_the_more_tables_store_it() -> None:
+    from ehr_magic.agent.loop import linked_tables
+    from ehr_magic.linking.question import LinkedTerm, Linking, StoredValue
+
+    measured = ["chartevents", "d_items", "inputevents", "labevents"]
+    drugs = ["d_items", "emar", "pharmacy", "prescriptions"]
+    linking = Linking(terms=(
+        LinkedTerm("units", tuple(StoredValue(t, "unit", "units", 100.0) for t in measured)),
+        LinkedTerm("mg/dl", (StoredValue("labevents", "valueuom", "mg/dL", 100.0),)),
+        LinkedTerm("norepinephrine", tuple(StoredValue(t, "name", "Norepinephrine", 100.0) for t in drugs))))
+    sure, _ = linked_tables(linking, sorted({*measured, *drugs}))
+    assert sure["labevents"] == 0.5  # a unit one table stores: half as sure as a name
+    assert sure["chartevents"] == sure["inputevents"] == 0.25  # one that four tables store: less still
+    # a drug's name stored in four tables names each of them: it is what their rows are about
+    assert sure["emar"] == sure["pharmacy"] == sure["prescriptions"] == sure["d_items"] == 1.0
+
+
+def test_wards_and_units_find_the_transfers_not_a_unit_of_measure(ehr) -> None:
+    # 'units' is stored whole in labevents.valueuom; here it means the care units a patient passed through
+    prompt = agent_on(ehr).prompt("Which wards and units did patient 10006053 pass through during their last "
+                                  "hospital visit?", window=ContextWindow(8192, "test"))
+    assert prompt.tables[0] == "transfers", prompt.tables
+
+
 def test_the_schema_share_holds_the_chosen_tables_in_a_line_and_the_best_few_in_full() -> None:
     full, brief = [300, 300, 300], [50, 50, 50]
     assert tables_within(full, brief, 2000) == (2, 1)  # 700 tokens: two in full, the third in a line

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import polars as pl
 
 from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.knowledge.drafting.profiling import is_unit
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
 from ehr_magic.runtime.executor import (ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, is_zero,
@@ -51,6 +52,8 @@ _METADATA = ("`answer` holds only names of columns or tables, not data: the ques
              "compute `answer` from the rows of the tables")
 _DEBUG_TABLES = 8  # columns of at most this many tables go to the debugger
 _WHOLE_TERM = 95  # linking score of a term that names a stored value whole
+_UNIT_SHARE = 0.5  # of a term's sureness, for a unit of measure: it names a measurement, seldom its table
+_SPREAD = 2.0  # tables a unit may be stored in before it says less still
 _NOT_FROM_DATA = ("`answer` was typed in, not computed from the data: the code never uses `ehr`; read the "
                   "database with ehr.sql or ehr.table and compute `answer` from what it returns")
 
@@ -490,8 +493,14 @@ def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float]
     sure: dict[str, float] = {}
     named: dict[str, set[str]] = {}
     by_name = {t.lower(): t for t in tables}
+    for term in linking.terms:
+        # a unit of measure ('units', 'mg') says little of the table, and less the more tables store it
+        whole = [v for v in term.values if v.score >= _WHOLE_TERM]
+        spread = len({v.table for v in whole})
+        share = _UNIT_SHARE * min(1.0, _SPREAD / spread) if whole and all(is_unit(v.value) for v in whole) else 1.0
+        for value in term.values:
+            sure[value.table] = max(sure.get(value.table, 0.0), share * value.score / 100)
     for value in linking.values():
-        sure[value.table] = max(sure.get(value.table, 0.0), value.score / 100)
         for row in value.rows:
             named.setdefault(value.table, set()).update(by_name[v.lower()] for _, v in row if v.lower() in by_name)
     return sure, {t: n for t, n in named.items() if n}

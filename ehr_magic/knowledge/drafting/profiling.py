@@ -58,6 +58,12 @@ _UNIT_ATOM = ("(?:[kmunpfdcµμ]?(?:g|gm|l|mol|eq|osm|iu|u|unit|units|m|s)|mcg|c
               "x ?10e?\\^?[0-9]+|10\\^[0-9]+|k)")
 UNIT_VALUE = f"{_UNIT_ATOM}(?: ?[/*.] ?[0-9]*{_UNIT_ATOM})*"
 UNIT_SHARE = 0.8  # share of a text column's values that are units for it to be a unit column
+_UNIT = re.compile(UNIT_VALUE)
+
+
+def is_unit(value: str) -> bool:
+    """Whether a stored value is a unit of measure ('mg/dL', 'units', '%'), by ``UNIT_VALUE``."""
+    return _UNIT.fullmatch(value.strip().lower()) is not None
 
 
 @dataclass
