@@ -242,7 +242,8 @@ def test_a_join_the_column_line_already_says_is_not_said_again() -> None:
     # a lookup column whose line sends it to ehr.lookup, or quotes every value it holds, is not listed
     # again; one whose line quotes some of its values is
     assert "look up values of" not in text
-    some = dataclasses.replace(info, columns={**info.columns, "flag": "VARCHAR, 3 values ('abnormal', 'delta' and 1 more)."})
+    some = dataclasses.replace(info, columns={**info.columns,
+                                              "flag": "VARCHAR, 3 values ('abnormal', 'delta' and 1 more)."})
     assert "look up values of: flag" in some.detail()
     packaged = dataclasses.replace(info, columns={**info.columns, "flag": "Flag, 'abnormal' or 'delta'."})
     assert "look up values of" not in packaged.detail()

@@ -164,7 +164,8 @@ def join_target(join: str) -> str | None:
 
 
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
-_SOME_OF_MORE = re.compile(r"\b(?:e\.g\.|for example|such as|like|including|among|and \d[\d,]* more)|\.\.\.", re.IGNORECASE)
+_SOME_OF_MORE = re.compile(r"\b(?:e\.g\.|for example|such as|like|including|among|and \d[\d,]* more)|\.\.\.",
+                           re.IGNORECASE)
 _COUNTED = re.compile(r"\b(\d+) values \(")
 
 
