@@ -143,3 +143,47 @@ def test_the_table_named_for_an_entity_wins_over_a_superset(tmp_path: Path) -> N
         assert "person ON visit_occurrence.person_id = person.person_id" in tables["visit_occurrence"].joins
         assert not any("observation_period" in join for info in tables.values() for join in info.joins)
         assert "refers to" not in tables["person"].columns["person_id"]
+
+
+UNITS = ["medical intensive care unit (micu)", "surgical intensive care unit (sicu)", "coronary care unit (ccu)",
+         "cardiac vascular intensive care unit (cvicu)", "neuro stepdown"]
+
+
+def test_the_first_and_last_of_a_thing_are_not_a_persons_names(tmp_path: Path) -> None:
+    """``first_unit`` is the first care unit of a stay: its values are listed and looked up, the
+    last unit's said as some of the first's; ``first`` and ``last`` alone stay a person's names."""
+    folder = tmp_path / "stays"
+    folder.mkdir()
+    rng = random.Random(7)
+    with open(folder / "icu_stays.csv", "w") as out:
+        out.write("stay_id,first_unit,last_unit,first,last\n")
+        for i in range(120):
+            out.write(f"{i + 1},{UNITS[i % 5]},{UNITS[i % 4]},Name{rng.randint(0, 999)},Family{rng.randint(0, 999)}\n")
+    with open(folder / "moves.csv", "w") as out:
+        out.write("move_id,from_ward,to_ward\n")
+        for i in range(120):
+            out.write(f"{i + 1},ward {i % 5},ward {(i + 1) % 5}\n")
+    sources.load("csv", [folder], tmp_path / "stays.duckdb")
+    with ehr_magic.connect(tmp_path / "stays.duckdb") as ehr:
+        info = ehr.knowledge.tables["icu_stays"]
+        assert "'medical intensive care unit (micu)'" in info.columns["first_unit"]
+        assert {"first_unit", "last_unit"} <= set(info.vocabulary)
+        # a second column of the same values, all listed by the first, names it instead of repeating them
+        moves = ehr.knowledge.tables["moves"].columns
+        assert "5 values ('ward 0'" in moves["from_ward"]
+        assert moves["to_ward"].endswith("the same 5 values as from_ward.")
+        # a person's names: neither listed nor offered for lookup
+        assert "Name" not in info.columns["first"] and "Family" not in info.columns["last"]
+        assert not {"first", "last"} & set(info.vocabulary)
+        assert ehr.lookup("icu_stays", "first_unit", "MICU")[0] == "medical intensive care unit (micu)"
+
+
+def test_a_value_list_of_long_names_shows_the_commonest_few() -> None:
+    from ehr_magic.knowledge.drafting.meaning import MIN_SHOWN, SHOWN_VALUES, shown_values
+    from ehr_magic.knowledge.drafting.profiling import Column
+
+    long_names = Column("ward", "VARCHAR", values=[(f"{name} {i}", 10 - i) for i, name in enumerate(UNITS * 2)])
+    assert MIN_SHOWN <= len(shown_values(long_names)) < SHOWN_VALUES  # about 100 characters of names
+    assert shown_values(long_names)[0] == "medical intensive care unit (micu) 0"  # the commonest first
+    short = Column("sex", "VARCHAR", values=[("m", 60), ("f", 40)])
+    assert shown_values(short) == ["m", "f"]

@@ -50,6 +50,17 @@ def test_shorthand_written_in_lower_case_is_linked_but_everyday_words_are_not(eh
     assert {t.text for t in link_question(ehr, "any HIT in the last 24 hrs?").terms} == {"HIT"}
 
 
+def test_a_care_unit_written_as_its_abbreviation_links_the_names_that_spell_it(ehr) -> None:
+    # stored as 'medical intensive care unit (micu)': the meaning and the abbreviation are both in it, where
+    # the meaning's last word alone ('unit', a dose unit) is not what the question means
+    linking = link_question(ehr, "How many patients were in the MICU?")
+    micu = next(t for t in linking.terms if t.text == "MICU")
+    assert micu.meaning == "medical intensive care unit"
+    assert micu.values[0].value == "medical intensive care unit (micu)" and micu.values[0].score >= 95
+    assert {v.table for v in micu.values} <= {"icustays", "transfers"}, micu.values
+    assert all(v.value != "unit" for v in linking.values())
+
+
 def test_a_question_with_no_stored_word_links_nothing_and_the_prompt_says_nothing(ehr) -> None:
     question = "How many patients are there?"
     linking = link_question(ehr, question)

@@ -36,6 +36,17 @@ def copy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def camel_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 'camel' copy (names run together: ``medicationorder``), loaded the same way."""
+    work = tmp_path_factory.mktemp("camel")
+    names = renamed.naming("camel", renamed.source_columns(EHRSQL_SQLITE))
+    renamed.build_sqlite(EHRSQL_SQLITE, names, work / "renamed.sqlite")
+    renamed.write_csv_folder(work / "renamed.sqlite", names, work / "export")
+    sources.load("csv", [work / "export"], work / "export.duckdb")
+    return work / "export.duckdb"
+
+
 @pytest.fixture()
 def ehr(copy_db: Path):
     with ehr_magic.connect(copy_db) as handle:
@@ -153,3 +164,12 @@ def test_the_first_request_names_the_stored_spelling_of_a_shorthand_and_where_it
     ip.run_cell_magic("ehr", "", QUESTION)
     second = fake_llm.chat_requests()[1].json["messages"]
     assert second[0] == first[0]  # the system message does not change with the question: a cacheable prefix
+
+
+def test_a_word_is_as_rare_as_the_tables_that_use_it_in_the_questions_sense(camel_db: Path) -> None:
+    # the care units' 'medical intensive care unit' shares the stem of 'medication' but not its sense: the
+    # orders table, whose name runs the word together, is still needed in full
+    with ehr_magic.connect(camel_db) as ehr:
+        choice = TablePicker(ehr).choose("Was any medication issued to patient 10005866 on the last hospital "
+                                         "encounter?")
+    assert "medicationorder" in choice.tables[:choice.full], choice.scores

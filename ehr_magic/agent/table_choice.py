@@ -10,7 +10,8 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   description and column meanings, and the conventions that name it (IDF-weighted, so words
   that every table shares count little; a word of that prose only, for less than one of its
   names; two words meet by their first five letters only as forms of one word, so 'quality'
-  is not 'qualitative'); a word counts for the other words of its group in ``schema_words.txt`` ('cost'
+  is not 'qualitative', and a word is as rare as the tables using it in the question's sense:
+  'medical' in a care unit's name does not make 'medication' common); a word counts for the other words of its group in ``schema_words.txt`` ('cost'
   finds a charges table, 'drug' a medication-orders table, 'diagnoses' a table named for
   conditions, whatever the schema calls them);
 - stored values: how much of one looked-up value (``vocabulary`` columns: lab labels,
@@ -395,15 +396,18 @@ class TablePicker:
         asked: dict[str, set[str]] = {}
         for stem, word in _content_forms(question):
             asked.setdefault(stem, set()).add(_singular(word))
+        # how rare each word is among the tables that use it in the question's sense ('medication' is rare
+        # where only the drug tables say it, however many others say 'medical')
+        idf = self._question_idf(said, asked)
         for table, document in self._documents.items():
             here = self._agreeing(said & document, table, asked)
             # a word of the table's name or columns says what it holds; one of its prose alone ('taken',
             # 'length of stay', 'cardiology'), only perhaps
-            scores[table] += sum(self._idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
+            scores[table] += sum(idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
                                  for w in here)
             # 'procedure' names the rows of procedure_occurrence; of a table with a procedure column, a detail
             own_name = self._name_words[table] - self._parent_words[table]
-            scores[table] += _TABLE_NAME_SHARE * sum(self._idf[w] for w in here & own_name)
+            scores[table] += _TABLE_NAME_SHARE * sum(idf[w] for w in here & own_name)
             scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
@@ -567,6 +571,18 @@ class TablePicker:
         if not names_only:
             self._forms = forms
         return {t: frozenset(here) for t, here in forms.items()}
+
+    def _question_idf(self, said: Collection[str], asked: Mapping[str, set[str]]) -> dict[str, float]:
+        """The IDF of each of the question's stems over the tables whose words under it are forms of
+        the question's word (``_agreeing``); a stem no table uses so is left out."""
+        count = max(1, len(self.tables))
+        found = {}
+        for stem in said:
+            using = sum(1 for table, document in self._documents.items()
+                        if stem in document and self._agreeing({stem}, table, asked))
+            if using:
+                found[stem] = math.log(1 + count / using)
+        return found
 
     def _agreeing(self, stems: set[str], table: str, asked: Mapping[str, set[str]]) -> set[str]:
         """The ``stems`` whose words in the question are forms of the words of ``table`` under the

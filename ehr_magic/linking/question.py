@@ -13,7 +13,8 @@ question's words name, two ways, on each column's word index (``Vocabulary``, th
   value the words say, at least ``MIN_SHARE`` of it;
 
 and clinical shorthand ('Hb', 'SpO2', 'ER', 'Lasix') through its expansions in the clinical
-vocabulary, as ``ehr.find`` does (and a spelled-out word stored only as its abbreviation:
+vocabulary, as ``ehr.find`` does: first a value holding both the meaning and the shorthand ('medical
+intensive care unit (micu)' for MICU), then one the meaning says whole, or at least half of it (and a spelled-out word stored only as its abbreviation:
 'intravenously', route 'IV'). Words found inside a longer run that is found as well give way
 to it ('potassium' inside 'potassium chl 40 meq / 1000 ml d5ns'); one word alone must say more of
 a value, and never a word of the schema's own names ('route', 'age': a column, not a value). A value of a dictionary (a
@@ -232,7 +233,7 @@ class QuestionLinker:
             found += self._inside(words, start, end, columns)
         for position, token in enumerate(tokens):
             for meaning in _shorthand(token, question)[:_EXPANSIONS]:
-                found += self._meant(meaning, position, columns)
+                found += self._meant(meaning, position, columns, written=token.word)
         covered = {p for item in found for p in range(item.start, item.end)}
         for position, token in enumerate(tokens):  # a spelled-out word stored as its abbreviation only
             if position not in covered and _content(token):
@@ -288,14 +289,23 @@ class QuestionLinker:
                             + self._inside(words, first + length, end, columns))
         return []
 
-    def _meant(self, meaning: str, position: int, columns: list[tuple[str, str, _ColumnWords]]) -> list[_Found]:
-        """Values a shorthand's expansion names: said whole by it, else holding its words."""
+    def _meant(self, meaning: str, position: int, columns: list[tuple[str, str, _ColumnWords]],
+               written: str = "") -> list[_Found]:
+        """Values a shorthand's expansion names: holding it and the shorthand itself ('medical intensive
+        care unit (micu)' for MICU), said whole by it, else holding its words."""
         words = meaning.split()
         found = []
+        if written and written not in words:
+            for table, column, index in columns:
+                values, _ = index.holding([*words, written])
+                found += [_Found(position, position + 1, table, column, i, 99.0, meaning) for i in values.tolist()]
+            if found:
+                return found
         for table, column, index in columns:
             for i in index.said_whole(set(words), set(words) - _STOP).tolist():
                 value_words = index.vocabulary.normalised[i].split()
-                if _phrase(words, value_words) is not None:  # all of the meaning, or a part of it
+                # all of the meaning, or a part that says at least half of it ('unit' is not MICU)
+                if _phrase(words, value_words) is not None and len(value_words) >= _MEANING_SHARE * len(words):
                     found.append(_Found(position, position + 1, table, column, i,
                                         99.0 * len(value_words) / len(words), meaning))
         if found:

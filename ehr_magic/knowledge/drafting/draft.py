@@ -34,7 +34,7 @@ from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import meaning
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
 from ehr_magic.knowledge.model import Knowledge, TableInfo
-from ehr_magic.knowledge.drafting.profiling import Table, profile, settle_row_numbers
+from ehr_magic.knowledge.drafting.profiling import Column, Table, profile, settle_row_numbers
 from ehr_magic.text import split_words
 
 __all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all"]
@@ -170,8 +170,14 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
     for table in tables.values():
         own = by_table.get(table.name, {})
         vocabulary = meaning.lookup_columns(table, table.name in dictionaries, own)
-        columns = {c.name: meaning.describe_column(table, c, own, c.name in vocabulary)
-                   for c in table.columns.values()}
+        columns: dict[str, str] = {}
+        listed: list[Column] = []  # the columns whose values their descriptions list, in order
+        for c in table.columns.values():
+            lists = meaning.lists_values(table, c, own, c.name in vocabulary)
+            source = meaning.same_values(c, listed) if lists else None
+            columns[c.name] = meaning.describe_column(table, c, own, c.name in vocabulary, values_of=source)
+            if lists and source is None:
+                listed.append(c)
         for column, phrase in meaning.line_parts(table, own, dictionaries, tables).items():
             if column in columns:
                 columns[column] = meaning.with_phrase(column, columns[column], phrase)

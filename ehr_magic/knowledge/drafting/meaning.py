@@ -8,6 +8,9 @@
   such as a patient ``pt``), free text and personal data never do.
 - A unit column is known by its values ('mg/dL', '%', 'bpm'), never by its name alone.
 - Code columns are described as codes, never as numbers written as text.
+- A column of few values lists the commonest, about a line of them (long names cost tokens in
+  every prompt that describes the table); a second column of the same values (a stay's last
+  care unit) names the first instead of listing them again.
 - One line per table says what a row is, which tables refer to it and its size; the main
   columns say in words what they hold (``chart time``) or point to (``item (-> lab items)``)
   when their names do not already say it, words that also let a question find the table.
@@ -24,6 +27,8 @@ from ehr_magic.knowledge.drafting.joins import Join, sql_name
 from ehr_magic.knowledge.drafting.profiling import VOCABULARY_MAX, Column, Table
 
 SHOWN_VALUES = 8  # values written into a column's description
+SHOWN_CHARACTERS = 100  # of those values' text, about
+MIN_SHOWN = 3  # values written however long they are
 REPEATED_VOCABULARY_MAX = 20_000  # distinct terms of a strongly repeated column still worth a lookup
 LINE_PARTS = 10  # columns named in a table's line
 _DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dictionary even if nothing refers to it
@@ -95,8 +100,41 @@ def lookup_columns(table: Table, dictionary: bool, joined: Iterable[str] = ()) -
     return found
 
 
-def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool) -> str:
-    """One line about a column: type, role, range or values, emptiness."""
+def lists_values(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool) -> bool:
+    """Whether the column's description lists its values (``describe_column``)."""
+    if column.name in (table.key, table.row_number) or column.name in joins or column.distinct == 1:
+        return False
+    return bool(column.values) and (vocabulary or column.code_like)
+
+
+def same_values(column: Column, listed: Iterable[Column]) -> Column | None:
+    """The first of the ``listed`` columns (whose descriptions list their values) holding every value
+    of ``column``, when both lists are whole: a last care unit has the first one's values, said once."""
+    if not column.values or len(shown_values(column)) < column.distinct:
+        return None
+    own = {value for value, _ in column.values}
+    return next((other for other in listed if len(shown_values(other)) == other.distinct
+                 and own <= {value for value, _ in other.values}), None)
+
+
+def shown_values(column: Column) -> list[str]:
+    """The values a column's description lists: the commonest, at most ``SHOWN_VALUES`` and about
+    ``SHOWN_CHARACTERS`` of text (long names cost tokens in every prompt; ehr.lookup finds the rest),
+    but at least ``MIN_SHOWN`` of them."""
+    shown: list[str] = []
+    length = 0
+    for value, _ in column.values[:SHOWN_VALUES]:
+        length += len(value) + 4  # quotes, comma, space
+        if len(shown) >= MIN_SHOWN and length > SHOWN_CHARACTERS:
+            break
+        shown.append(value)
+    return shown
+
+
+def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool,
+                    values_of: Column | None = None) -> str:
+    """One line about a column: type, role, range or values (``values_of``: an earlier column whose
+    listed values hold all of its own, named instead of listing them again), emptiness."""
     if column.non_null == 0:
         return f"{column.dtype}, always empty in this data."
     parts = []
@@ -123,9 +161,14 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
             parts.append("codes, compared as stored text")
     elif column.values and column.distinct == 1:
         parts.append(f"always {quote_text(column.values[0][0])}")
+    elif values_of is not None and column.values and (vocabulary or column.code_like):
+        every = column.distinct == values_of.distinct
+        parts.append(f"the same {count(column.distinct, 'value')} as {values_of.name}" if every
+                     else f"{column.distinct} of the values of {values_of.name}")
     elif column.values and (vocabulary or column.code_like):  # a few codes are shown: sex 'F', 'M'
-        shown = ", ".join(quote_text(v) for v, _ in column.values[:SHOWN_VALUES])
-        more = f" and {column.distinct - SHOWN_VALUES} more" if column.distinct > SHOWN_VALUES else ""
+        listed = shown_values(column)
+        shown = ", ".join(quote_text(v) for v in listed)
+        more = f" and {column.distinct - len(listed)} more" if column.distinct > len(listed) else ""
         parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")
     elif vocabulary:
         parts.append(f"{count(column.distinct, 'distinct term')}, find them with ehr.lookup")

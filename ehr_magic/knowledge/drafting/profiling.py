@@ -43,6 +43,7 @@ _NUMBER = (*_INTEGER, "FLOAT", "DOUBLE", "REAL")
 _PERSONAL_PARTS = ("name", "ssn", "passport", "address", "phone", "email", "birthplace", "street", "license")
 _PERSONAL_WORDS = {"first", "last", "maiden", "drivers", "zip", "zipcode", "postcode", "postal", "city", "county",
                    "lat", "lon", "latitude", "longitude", "mrn", "memberid", "fax", "ip"}
+_ORDINAL_WORDS = {"first", "last"}  # a name alone ('FIRST'), or an ordinal with a thing ('first_unit')
 # Row numbers by name: unique in every table and overlapping everywhere.
 ROW_NUMBERS = {"row_id", "rowid", "row_num", "row_number", "rownum", "index", "idx", "column0", "column00"}
 _CODE_WORDS = {"code", "icd", "snomed", "loinc", "rxnorm", "ndc", "cpt", "hcpcs", "drg"}
@@ -62,8 +63,10 @@ _UNIT = re.compile(UNIT_VALUE)
 
 
 def is_unit(value: str) -> bool:
-    """Whether a stored value is a unit of measure ('mg/dL', 'units', '%'), by ``UNIT_VALUE``."""
-    return _UNIT.fullmatch(value.strip().lower()) is not None
+    """Whether a stored value is a unit of measure ('mg/dL', 'units', '%'), as the profile counts
+    them: a single letter is not one (sex 'M', a flag 'Y')."""
+    text = value.strip().lower()
+    return (len(text) > 1 or text == "%") and _UNIT.fullmatch(text) is not None
 
 
 @dataclass
@@ -123,9 +126,13 @@ class Column:
     @property
     def personal(self) -> bool:
         words = set(split_words(self.name)) | set(self.words)
-        if words & _PERSONAL_WORDS or any(part in self._spelled for part in _PERSONAL_PARTS):
+        said = words & _PERSONAL_WORDS
+        named = any(part in self._spelled for part in _PERSONAL_PARTS)
+        if said or named:
             # "drug name", "test name": names of things, not of people.
             things = {w for w in self.words if naming.understood(w)} - naming.PEOPLE - naming.GENERIC
+            if not named and said <= _ORDINAL_WORDS and things:
+                return False  # 'first_unit', 'last_ward': the first or last of a thing, not a person's name
             return not (self.label_like and things)
         return False
 
