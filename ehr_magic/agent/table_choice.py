@@ -11,9 +11,10 @@ signals, all read from the dataset's own knowledge and data, none written per sc
   that every table shares count little; a word of that prose only, for less than one of its
   names; two words meet by their first five letters only as forms of one word, so 'quality'
   is not 'qualitative', and a word is as rare as the tables using it in the question's sense:
-  'medical' in a care unit's name does not make 'medication' common); a word counts for the other words of its group in ``schema_words.txt`` ('cost'
-  finds a charges table, 'drug' a medication-orders table, 'diagnoses' a table named for
-  conditions, whatever the schema calls them);
+  'medical' in a care unit's name does not make 'medication' common); a word counts for the
+  other words of its group in ``schema_words.txt`` ('cost' finds a charges table, 'drug' a
+  medication-orders table, 'diagnoses' a table named for conditions, whatever the schema calls
+  them);
 - stored values: how much of one looked-up value (``vocabulary`` columns: lab labels,
   drug names...) the question says, IDF-weighted: all of it ('ptt', 'urea nitrogen') points
   at the table as surely as its name would, a part of it far less (one value's share, squared,

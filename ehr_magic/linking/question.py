@@ -14,12 +14,13 @@ question's words name, two ways, on each column's word index (``Vocabulary``, th
 
 and clinical shorthand ('Hb', 'SpO2', 'ER', 'Lasix') through its expansions in the clinical
 vocabulary, as ``ehr.find`` does: first a value holding both the meaning and the shorthand ('medical
-intensive care unit (micu)' for MICU), then one the meaning says whole, or at least half of it (and a spelled-out word stored only as its abbreviation:
-'intravenously', route 'IV'). Words found inside a longer run that is found as well give way
-to it ('potassium' inside 'potassium chl 40 meq / 1000 ml d5ns'); one word alone must say more of
-a value, and never a word of the schema's own names ('route', 'age': a column, not a value). A value of a dictionary (a
-table whose rows are not patient-level: it joins no patient or visit table) comes with the key of
-its rows and the row's short categorical columns (an item's id and the table that records it).
+intensive care unit (micu)' for MICU), then one the meaning says whole, or at least half of it (and
+a spelled-out word stored only as its abbreviation: 'intravenously', route 'IV'). Words found inside
+a longer run that is found as well give way to it ('potassium' inside 'potassium chl 40 meq / 1000
+ml d5ns'); one word alone must say more of a value, and never a word of the schema's own names
+('route', 'age': a column, not a value). A value of a dictionary (a table whose rows are not
+patient-level: it joins no patient or visit table) comes with the key of its rows and the row's
+short categorical columns (an item's id and the table that records it).
 What is found is a candidate for the model to check, never a fact.
 
 Bounds: per question and column, a dictionary look-up per word and numpy work on the postings
