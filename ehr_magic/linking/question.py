@@ -298,8 +298,10 @@ class QuestionLinker:
         found = []
         if written and written not in words:
             for table, column, index in columns:
-                values, _ = index.holding([*words, written])
-                found += [_Found(position, position + 1, table, column, i, 99.0, meaning) for i in values.tolist()]
+                values, shares = index.holding([*words, written])
+                # most of the value: a name with its abbreviation, not a list of synonyms that mentions both
+                found += [_Found(position, position + 1, table, column, i, 99.0, meaning)
+                          for i, share in zip(values.tolist(), shares.tolist()) if share >= _MEANING_SHARE]
             if found:
                 return found
         for table, column, index in columns:
