@@ -150,8 +150,9 @@ UNITS = ["medical intensive care unit (micu)", "surgical intensive care unit (si
 
 
 def test_the_first_and_last_of_a_thing_are_not_a_persons_names(tmp_path: Path) -> None:
-    """``first_unit`` is the first care unit of a stay: its values are listed and looked up, the
-    last unit's said as some of the first's; ``first`` and ``last`` alone stay a person's names."""
+    """``first_unit`` is the first care unit of a stay: its values are listed and looked up;
+    ``first`` and ``last`` alone stay a person's names. A second column of the same short values
+    names the first instead of listing them again."""
     folder = tmp_path / "stays"
     folder.mkdir()
     rng = random.Random(7)

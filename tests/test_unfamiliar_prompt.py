@@ -24,11 +24,9 @@ CODE = ("answer = ehr.sql(\"SELECT medication FROM medication_orders WHERE patie
         "ORDER BY started_at DESC LIMIT 1\").item()")
 
 
-@pytest.fixture(scope="module")
-def copy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 'descriptive' copy as CSV files, loaded with ``data load csv``."""
-    work = tmp_path_factory.mktemp("unfamiliar")
-    names = renamed.naming("descriptive", renamed.source_columns(EHRSQL_SQLITE))
+def loaded_copy(style: str, work: Path) -> Path:
+    """The renamed copy of ``style`` as CSV files, loaded with ``data load csv``."""
+    names = renamed.naming(style, renamed.source_columns(EHRSQL_SQLITE))
     renamed.build_sqlite(EHRSQL_SQLITE, names, work / "renamed.sqlite")
     renamed.write_csv_folder(work / "renamed.sqlite", names, work / "hospital_export")
     out = work / "export.duckdb"
@@ -37,14 +35,15 @@ def copy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def copy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 'descriptive' copy."""
+    return loaded_copy("descriptive", tmp_path_factory.mktemp("unfamiliar"))
+
+
+@pytest.fixture(scope="module")
 def camel_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 'camel' copy (names run together: ``medicationorder``), loaded the same way."""
-    work = tmp_path_factory.mktemp("camel")
-    names = renamed.naming("camel", renamed.source_columns(EHRSQL_SQLITE))
-    renamed.build_sqlite(EHRSQL_SQLITE, names, work / "renamed.sqlite")
-    renamed.write_csv_folder(work / "renamed.sqlite", names, work / "export")
-    sources.load("csv", [work / "export"], work / "export.duckdb")
-    return work / "export.duckdb"
+    """The 'camel' copy (names run together: ``medicationorder``)."""
+    return loaded_copy("camel", tmp_path_factory.mktemp("camel"))
 
 
 @pytest.fixture()

@@ -137,6 +137,7 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
     listed values hold all of its own, named instead of listing them again), emptiness."""
     if column.non_null == 0:
         return f"{column.dtype}, always empty in this data."
+    lists = lists_values(table, column, joins, vocabulary)
     parts = []
     if column.name == table.key and column.name == table.row_number:
         parts.append("the unique row number")  # row numbers join nothing: a convention says so
@@ -161,11 +162,11 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
             parts.append("codes, compared as stored text")
     elif column.values and column.distinct == 1:
         parts.append(f"always {quote_text(column.values[0][0])}")
-    elif values_of is not None and column.values and (vocabulary or column.code_like):
+    elif lists and values_of is not None:
         every = column.distinct == values_of.distinct
         parts.append(f"the same {count(column.distinct, 'value')} as {values_of.name}" if every
                      else f"{column.distinct} of the values of {values_of.name}")
-    elif column.values and (vocabulary or column.code_like):  # a few codes are shown: sex 'F', 'M'
+    elif lists:  # a few codes are shown: sex 'F', 'M'
         listed = shown_values(column)
         shown = ", ".join(quote_text(v) for v in listed)
         more = f" and {column.distinct - len(listed)} more" if column.distinct > len(listed) else ""
