@@ -95,7 +95,7 @@ def test_clinical_shorthand_in_lower_case_names_the_events_that_record_it(picker
 
 
 def test_a_tables_parts_are_listed_with_it_not_described_in_full(picker) -> None:
-    assert picker.ehr.knowledge.table("visit_occurrence").child_tables == ("visit_detail",)
+    assert picker.ehr.knowledge.table("visit_occurrence").child_tables() == ("visit_detail",)
     for question in ("How many inpatient visits lasted more than a week?",
                      "How many patients have never been admitted to hospital?"):  # 'admitted': a visit's word too
         choice = picker.choose(question)

@@ -13,7 +13,8 @@ from ehr_magic import skills
 from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.budget import SYSTEM_SHARE, PromptTooLongError, reply_reserve, system_form, tables_within
 from ehr_magic.agent import context
-from ehr_magic.agent.context import index_columns, shared_columns
+from ehr_magic.agent.context import index_columns
+from ehr_magic.agent.table_choice import shared_columns
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.llm import LLMClient, resolve_settings, window
 from ehr_magic.llm.tokens import estimate_prompt_tokens
@@ -144,6 +145,21 @@ def test_wards_and_units_find_the_transfers_not_a_unit_of_measure(ehr) -> None:
     prompt = agent_on(ehr).prompt("Which wards and units did patient 10006053 pass through during their last "
                                   "hospital visit?", window=ContextWindow(8192, "test"))
     assert prompt.tables[0] == "transfers", prompt.tables
+
+
+def test_a_table_that_prices_events_by_their_row_number_is_described_only_when_asked_for(ehr) -> None:
+    # cost refers to a diagnosis, procedure, lab or prescription row by its row_id: it is a part of those
+    # events, listed with them, and described in full only for a question about costs
+    for tokens in (8192, 4096):
+        fitted = ContextWindow(tokens, "test")
+        prompt = agent_on(ehr).prompt("How many times was patient 10021487 diagnosed with hypertension?",
+                                      window=fitted)
+        full = prompt.tables[:prompt.layout.tables]
+        assert "diagnoses_icd" in full and "cost" not in full, (tokens, prompt.tables)
+        assert "cost" in prompt.tables, prompt.tables
+        prompt = agent_on(ehr).prompt("What was the total cost of patient 10021487's hypertension diagnoses?",
+                                      window=fitted)
+        assert "cost" in prompt.tables[:prompt.layout.tables], (tokens, prompt.tables)
 
 
 def test_the_schema_share_holds_the_chosen_tables_in_a_line_and_the_best_few_in_full() -> None:

@@ -77,7 +77,7 @@ def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
     row number, said once first); for the smallest windows, with ``columns`` false, only the
     table names. Absent tables are named last."""
     knowledge = ehr.knowledge
-    shared = shared_columns(ehr)
+    shared = table_choice.shared_columns(ehr)
     if full or columns:
         lines = [_every_table_has(ehr, shared)] if shared else []
         for t in ehr.tables():
@@ -106,21 +106,11 @@ def _every_table_has(ehr: Any, shared: Collection[str]) -> str:
 def said_meanings(ehr: Any) -> dict[str, str]:
     """The meanings the index gives the columns every table has (``Knowledge.common_meanings``)."""
     knowledge = ehr.knowledge
-    shared = shared_columns(ehr)
+    shared = table_choice.shared_columns(ehr)
     return knowledge.common_meanings(shared) if knowledge is not None and shared else {}
 
 
 _TIME_TYPES = ("TIMESTAMP", "DATE", "TIME")
-
-
-def shared_columns(ehr: Any) -> tuple[str, ...]:
-    """The columns every table has, with the same type (a row number), which the index says once;
-    none when there are fewer than three tables."""
-    tables = ehr.tables()
-    if len(tables) < 3:
-        return ()
-    first = ehr.columns(tables[0])
-    return tuple(name for name, kind in first.items() if all(ehr.columns(t).get(name) == kind for t in tables[1:]))
 
 
 def index_columns(ehr: Any, table: str, shared: Collection[str] = (), *, only: Collection[str] | None = None) -> str:

@@ -292,6 +292,16 @@ def conventions_for(tables: Sequence[str], shown: Collection[str], question: str
             or any(counts[w] <= _RARE_IN_CONVENTIONS for w in said & set(_content_words(rule)))]
 
 
+def shared_columns(ehr: Any) -> tuple[str, ...]:
+    """The columns every table has, with the same type (a row number), which the index says once;
+    none when there are fewer than three tables."""
+    tables = ehr.tables()
+    if len(tables) < 3:
+        return ()
+    first = ehr.columns(tables[0])
+    return tuple(name for name, kind in first.items() if all(ehr.columns(t).get(name) == kind for t in tables[1:]))
+
+
 @dataclass(frozen=True)
 class TableChoice:
     """The tables to describe in full, best first, with their scores."""
@@ -335,7 +345,10 @@ class TablePicker:
                        for t, info in self._described.items()}
         joined_by = Counter(j for targets in self._joins.values() for j in targets)
         self._referrers = {t: tuple(r for r, targets in self._joins.items() if t in targets) for t in self.tables}
-        self._children = {t: frozenset(info.child_tables) for t, info in self._described.items()}
+        # a table joined on another's key or row number refers to that table's rows (a visit's parts,
+        # an event's price): described with it only when the question speaks of it
+        row_numbers = shared_columns(ehr)
+        self._children = {t: frozenset(info.child_tables(row_numbers)) for t, info in self._described.items()}
         # the words a table's name shares with the table it is a part of ('visit' of visit_detail): they
         # name the whole (visit_occurrence), not its parts
         self._parent_words = {t: frozenset(w for p, children in self._children.items() if t in children

@@ -137,6 +137,8 @@ _WHOLE = re.compile(rf"^\s*({_NAME})\s+ON\s+(.+?)\s*$")
 _ONE_PAIR = re.compile(rf"^\s*({_NAME})\s+ON\s+(?:({_NAME})|"
                        rf"(?:({_NAME})\.)?({_NAME})\s*=\s*(?:({_NAME})\.)?({_NAME}))\s*$")
 
+_FURTHER_CONDITION = re.compile(r"\s+AND\s+", re.IGNORECASE)
+
 
 def _join_column(table: str, join: str) -> tuple[str, str] | None:
     """``(column of table, key of the target)`` of a join of ``table`` on one pair of columns
@@ -208,17 +210,17 @@ class TableInfo:
                 targets.append(match.group(1))
         return tuple(targets)
 
-    @property
-    def child_tables(self) -> tuple[str, ...]:
-        """The tables its joins name on its own key: each of their rows belongs to one of its rows
-        (a visit's parts, a note's extracted terms), so a question about it seldom needs them."""
-        if not self.key:
-            return ()
+    def child_tables(self, row_numbers: Collection[str] = ()) -> tuple[str, ...]:
+        """The tables its joins name on its own key, or on one of ``row_numbers`` (the columns
+        every table has, such as row_id): each of their rows belongs to one of its rows (a visit's
+        parts, a note's extracted terms, an event's price), so a question about it seldom needs
+        them. A join's first pair of columns says which side holds the reference; a condition
+        after it (``AND cost.event_type = 'labevents'``) only picks the rows."""
+        own = {c.lower() for c in (self.key, *row_numbers) if c}
         found: list[str] = []
         for join in self.joins:
-            pair, target = _join_column(self.name, join), join_target(join)
-            if pair is not None and target is not None and pair[0].lower() == self.key.lower() \
-                    and target not in found:
+            pair, target = _join_column(self.name, _FURTHER_CONDITION.split(join)[0]), join_target(join)
+            if pair is not None and target is not None and pair[0].lower() in own and target not in found:
                 found.append(target)
         return tuple(found)
 
