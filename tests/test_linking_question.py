@@ -50,6 +50,18 @@ def test_shorthand_written_in_lower_case_is_linked_but_everyday_words_are_not(eh
     assert {t.text for t in link_question(ehr, "any HIT in the last 24 hrs?").terms} == {"HIT"}
 
 
+def test_a_period_that_groups_the_answer_is_not_a_stored_value(ehr) -> None:
+    # 'daily' of 'daily maximum' asks for one figure per day, not the chart item 'daily weight'
+    linking = link_question(ehr, "Tell me patient 10019172's daily maximum kcl (bolus) input on their last visit.")
+    assert {t.text for t in linking.terms} == {"kcl (bolus"}, linking.terms
+    assert not any(t.text.lower() == "monthly" for t in
+                   link_question(ehr, "What was the monthly average weight of patient 10036156?").terms)
+    # said as a name, the same word is the stored value
+    linking = link_question(ehr, "What was the daily weight of patient 10036156?")
+    assert ("d_items", "label", "daily weight") in pairs(linking)
+    assert next(t for t in linking.terms if t.text == "daily weight").values[0].score == 100
+
+
 def test_a_care_unit_written_as_its_abbreviation_links_the_names_that_spell_it(ehr) -> None:
     # stored as 'medical intensive care unit (micu)': the meaning and the abbreviation are both in it, where
     # the meaning's last word alone ('unit', a dose unit) is not what the question means

@@ -18,9 +18,10 @@ intensive care unit (micu)' for MICU), then one the meaning says whole, or at le
 a spelled-out word stored only as its abbreviation: 'intravenously', route 'IV'). Words found inside
 a longer run that is found as well give way to it ('potassium' inside 'potassium chl 40 meq / 1000
 ml d5ns'); one word alone must say more of a value, and never a word of the schema's own names
-('route', 'age': a column, not a value). A value of a dictionary (a table whose rows are not
-patient-level: it joins no patient or visit table) comes with the key of its rows and the row's
-short categorical columns (an item's id and the table that records it).
+('route', 'age': a column, not a value), nor a period that groups the answer ('daily' of 'daily
+maximum'). A value of a dictionary (a table whose rows are not patient-level: it joins no patient
+or visit table) comes with the key of its rows and the row's short categorical columns (an item's
+id and the table that records it).
 What is found is a candidate for the model to check, never a fact.
 
 Bounds: per question and column, a dictionary look-up per word and numpy work on the postings
@@ -80,6 +81,13 @@ later earlier within every per please kindly provide let know show tell get got 
 prescribed given received receive diagnosed diagnosis diagnoses procedure procedures drug drugs medication
 medications lab labs test tests event events often frequent frequently common commonly usually typically
 us low lower lowest high higher highest greater less least above below normal
+""".split())
+# A period adverb before a statistic says how the answer is grouped ('daily maximum', 'monthly
+# average'), not a stored value: not the frequency 'DAILY' of a prescription, nor 'daily weight'.
+_PERIODS = frozenset("hourly daily weekly monthly quarterly yearly annual annually".split())
+_STATISTICS = frozenset("""
+average averages mean median minimum min lowest maximum max highest peak total totals sum count counts number
+amount amounts summary records rate
 """.split())
 
 
@@ -197,6 +205,7 @@ class _Token:
     word: str
     start: int  # character offsets in the question
     end: int
+    grouping: bool = False  # a period adverb that groups the answer ('daily' of 'daily maximum')
 
 
 class QuestionLinker:
@@ -223,7 +232,11 @@ class QuestionLinker:
 
     def link(self, question: str) -> Linking:
         """The stored values ``question``'s words may mean (see the module docstring)."""
-        tokens = [_Token(m.group(), m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(question)]
+        matches = list(_TOKEN.finditer(question))
+        lowered = [m.group().lower() for m in matches]
+        tokens = [_Token(m.group(), word, m.start(), m.end(),
+                         word in _PERIODS and position + 1 < len(lowered) and lowered[position + 1] in _STATISTICS)
+                  for position, (m, word) in enumerate(zip(matches, lowered))]
         words = [t.word for t in tokens]
         columns = [(t, c, index) for (t, c) in self.ehr.lookup_columns()
                    if (index := self._index(t, c)) is not None]
@@ -534,10 +547,11 @@ def _phrase(words: Sequence[str], phrase: Sequence[str]) -> int | None:
 
 
 def _content(token: _Token) -> bool:
-    """A word worth linking: not grammar or a question word, not a bare number, and three letters
-    or more unless written as shorthand ('IV', 'K', 'O2') or a clinical abbreviation of two ('iv')."""
+    """A word worth linking: not grammar or a question word, not a period that groups the answer,
+    not a bare number, and three letters or more unless written as shorthand ('IV', 'K', 'O2') or a
+    clinical abbreviation of two ('iv')."""
     word = token.word
-    if word in _STOP or word.isdigit():
+    if word in _STOP or word.isdigit() or token.grouping:
         return False
     return len(word) >= 3 or token.text.isupper() or any(c.isdigit() for c in word) \
         or (len(word) == 2 and bool(clinical_vocabulary().expand(word)))  # 'iv', 'po', 'pt' as clinicians write them
