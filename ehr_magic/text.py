@@ -10,6 +10,7 @@ them from here, so that "Heart-Rate" and "heart rate" are the same everywhere:
 - ``stem``: the one stemmer (Snowball English, cut to six letters); ``prefix_stem``, a word's
   first five letters, is what table choice matches schema names with (see there why);
 - ``FUNCTION_WORDS``: English function words, which each user extends with its own words;
+- ``NUMBER_WORDS``: counts written as words ('top five'), which no layer takes for a term;
 - ``masked_tokens`` and ``normalise_unicode``: how memory compares questions and keys them.
 """
 
@@ -92,7 +93,8 @@ yours
 
 # -- memory's question form ------------------------------------------------------------------
 
-_NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten eleven twelve".split())
+# Counts written as words: a question's "top five", never a stored term (memory masks them as numbers).
+NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten eleven twelve".split())
 # Tokens: a quoted string (not an apostrophe inside a word), a run of digits with
 # date/number punctuation inside, or a word. Punctuation is dropped.
 _MASKED_TOKEN = re.compile(r"""(?<!\w)(?:'[^'\n]*'|"[^"\n]*"|`[^`\n]*`)(?!\w)|\d(?:[\d/:.,-]*\d)?|\w+""")
@@ -112,7 +114,7 @@ def masked_tokens(text: str) -> list[str]:
             out.append("val")
         elif first.isdigit():
             out.append("date" if _DATE.fullmatch(token) else "time" if _TIME.fullmatch(token) else "num")
-        elif token in _NUMBER_WORDS:
+        elif token in NUMBER_WORDS:
             out.append("num")
         else:
             out.append(token)

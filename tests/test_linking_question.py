@@ -62,6 +62,13 @@ def test_a_period_that_groups_the_answer_is_not_a_stored_value(ehr) -> None:
     assert next(t for t in linking.terms if t.text == "daily weight").values[0].score == 100
 
 
+def test_a_count_written_as_a_word_is_not_a_stored_term(ehr) -> None:
+    # 'five' is a word of 'open fracture of five ribs', but here it says how many diagnoses to list
+    assert link_question(ehr, "What are the top five most frequent diagnoses?").empty
+    linking = link_question(ehr, "How many patients had an open fracture of five ribs?")
+    assert ("d_icd_diagnoses", "long_title", "open fracture of five ribs") in pairs(linking)
+
+
 def test_a_care_unit_written_as_its_abbreviation_links_the_names_that_spell_it(ehr) -> None:
     # stored as 'medical intensive care unit (micu)': the meaning and the abbreviation are both in it, where
     # the meaning's last word alone ('unit', a dose unit) is not what the question means

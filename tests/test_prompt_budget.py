@@ -162,6 +162,14 @@ def test_a_table_that_prices_events_by_their_row_number_is_described_only_when_a
         assert "cost" in prompt.tables[:prompt.layout.tables], (tokens, prompt.tables)
 
 
+def test_a_death_question_describes_patients_and_visits_not_a_table_whose_prose_says_happen(mimic_demo_db) -> None:
+    # MIMIC-IV's emar says what happened at each administration; 'did it happen' names no table
+    with ehr_magic.connect(mimic_demo_db) as handle:
+        prompt = agent_on(handle).prompt("Has patient 10002930 died, and if so did it happen in hospital?",
+                                         window=ContextWindow(4096, "test"))
+        assert set(prompt.tables[:prompt.layout.tables]) == {"admissions", "patients"}, prompt.tables
+
+
 def test_the_schema_share_holds_the_chosen_tables_in_a_line_and_the_best_few_in_full() -> None:
     full, brief = [300, 300, 300], [50, 50, 50]
     assert tables_within(full, brief, 2000) == (2, 1)  # 700 tokens: two in full, the third in a line

@@ -78,7 +78,7 @@ from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.memory.similarity import default_tokens
-from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, PREFIX_LENGTH, normalise, prefix_stem, split_words
+from ehr_magic.text import FUNCTION_WORDS, NON_ALNUM, NUMBER_WORDS, PREFIX_LENGTH, normalise, prefix_stem, split_words
 
 __all__ = ["TableChoice", "TablePicker", "THRESHOLD", "convention_tables", "conventions_for", "tables_in_code"]
 
@@ -121,8 +121,8 @@ _STOP = FUNCTION_WORDS | frozenset("""
 patient patients value values time times first last many much number total count show list give tell find
 ever still yet since ago today yesterday year years month months week weeks day days hour hours minute minutes
 named name called record records recorded data database table tables row rows column columns one two three
-within without never among across per via whose
-""".split())
+within without never among across per via whose happen happens happened
+""".split()) | NUMBER_WORDS
 _STOP_STEMS = frozenset(w[:PREFIX_LENGTH] for w in _STOP if len(w) >= 4)  # 'counting', 'patients', 'listed'
 
 

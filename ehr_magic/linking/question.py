@@ -44,6 +44,7 @@ import polars as pl
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.text import NUMBER_WORDS
 
 __all__ = ["Linking", "LinkedTerm", "QuestionLinker", "StoredValue", "link_question", "MAX_VALUES"]
 
@@ -81,7 +82,7 @@ later earlier within every per please kindly provide let know show tell get got 
 prescribed given received receive diagnosed diagnosis diagnoses procedure procedures drug drugs medication
 medications lab labs test tests event events often frequent frequently common commonly usually typically
 us low lower lowest high higher highest greater less least above below normal
-""".split())
+""".split()) | NUMBER_WORDS
 # A period adverb before a statistic says how the answer is grouped ('daily maximum', 'monthly
 # average'), not a stored value: not the frequency 'DAILY' of a prescription, nor 'daily weight'.
 _PERIODS = frozenset("hourly daily weekly monthly quarterly yearly annual annually".split())
