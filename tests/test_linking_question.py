@@ -69,6 +69,15 @@ def test_a_count_written_as_a_word_is_not_a_stored_term(ehr) -> None:
     assert ("d_icd_diagnoses", "long_title", "open fracture of five ribs") in pairs(linking)
 
 
+def test_a_word_that_starts_a_table_name_run_together_asks_for_the_table(ehr) -> None:
+    # 'output' is the start of outputevents: the question asks for output events, not the chart item
+    # 'ostomy (output)' that holds the word
+    assert link_question(ehr, "What was the total output of patient 10021487 today?").empty
+    assert link_question(ehr, "Which were the five most frequent output events since 1 year ago?").empty
+    # a stored value said whole is still linked: 'foley' is an output item
+    assert ("d_items", "label", "foley") in pairs(link_question(ehr, "What was the total foley output today?"))
+
+
 def test_a_care_unit_written_as_its_abbreviation_links_the_names_that_spell_it(ehr) -> None:
     # stored as 'medical intensive care unit (micu)': the meaning and the abbreviation are both in it, where
     # the meaning's last word alone ('unit', a dose unit) is not what the question means

@@ -18,10 +18,10 @@ intensive care unit (micu)' for MICU), then one the meaning says whole, or at le
 a spelled-out word stored only as its abbreviation: 'intravenously', route 'IV'). Words found inside
 a longer run that is found as well give way to it ('potassium' inside 'potassium chl 40 meq / 1000
 ml d5ns'); one word alone must say more of a value, and never a word of the schema's own names
-('route', 'age': a column, not a value), nor a period that groups the answer ('daily' of 'daily
-maximum'). A value of a dictionary (a table whose rows are not patient-level: it joins no patient
-or visit table) comes with the key of its rows and the row's short categorical columns (an item's
-id and the table that records it).
+('route', 'age': a column, not a value; 'output', the start of outputevents), nor a period that
+groups the answer ('daily' of 'daily maximum'). A value of a dictionary (a table whose rows are not
+patient-level: it joins no patient or visit table) comes with the key of its rows and the row's
+short categorical columns (an item's id and the table that records it).
 What is found is a candidate for the model to check, never a fact.
 
 Bounds: per question and column, a dictionary look-up per word and numpy work on the postings
@@ -60,6 +60,7 @@ CONTEXT_COLUMNS = 2
 _SPINE_SHARE = 0.4  # a table joined by this share of the others holds patients or visits
 _MAX_FULL = 200  # whole values said by one question in one column, at most, checked as phrases
 _EXPANSIONS = 2  # meanings of a shorthand searched
+_NAME_START = 4  # letters, at least, of a question word that starts a schema name run together ('input')
 _RUN = 6  # content words of one run searched, at most
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 _NAME_WORD = re.compile(r"[A-Za-z]+")
@@ -287,7 +288,7 @@ class QuestionLinker:
                 least = MIN_SHARE if length > 1 else _ONE_WORD_SHARE
                 if span is not None:
                     least = _MEANING_SHARE
-                elif length == 1 and part[0] in self._schema_words():
+                elif length == 1 and self._names_schema(part[0]):
                     continue
                 found = []
                 for table, column, index in columns:
@@ -427,6 +428,12 @@ class QuestionLinker:
                            shown.key if shown is not None and shown.key != item.column else None)
 
     # -- the database -----------------------------------------------------------------------
+
+    def _names_schema(self, word: str) -> bool:
+        """Whether ``word`` is a word of the schema's names, or starts one run together ('output' of
+        outputevents, 'ingredient' of ingredientevents): it asks for that table or column."""
+        names = self._schema_words()
+        return word in names or (len(word) >= _NAME_START and any(n.startswith(word) for n in names))
 
     def _schema_words(self) -> frozenset[str]:
         """The words of the tables' and columns' names (``labevents``, ``anchor_age``, ``LabTestKey``)."""
