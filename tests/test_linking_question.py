@@ -78,6 +78,14 @@ def test_a_word_that_starts_a_table_name_run_together_asks_for_the_table(ehr) ->
     assert ("d_items", "label", "foley") in pairs(link_question(ehr, "What was the total foley output today?"))
 
 
+def test_a_rate_is_a_kind_of_figure_like_a_level_not_a_stored_term(ehr) -> None:
+    # the chart item 'rate' is stored whole, but a mortality rate is a figure the question computes
+    assert link_question(ehr, "Which four diagnoses had the highest 3-month mortality rate?").empty
+    # said with what it measures, it is still linked whole, and through a shorthand's meaning too
+    assert ("d_items", "label", "heart rate") in pairs(link_question(ehr, "What was the last heart rate today?"))
+    assert ("d_labitems", "label", "sedimentation rate") in pairs(link_question(ehr, "What was the last ESR?"))
+
+
 def test_a_care_unit_written_as_its_abbreviation_links_the_names_that_spell_it(ehr) -> None:
     # stored as 'medical intensive care unit (micu)': the meaning and the abbreviation are both in it, where
     # the meaning's last word alone ('unit', a dose unit) is not what the question means

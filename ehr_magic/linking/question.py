@@ -77,7 +77,7 @@ patient patients value values time times first last many much number total count
 ever still yet since ago today yesterday year years month months week weeks day days hour hours minute minutes
 named name called record records recorded data database table tables row rows column columns one two three
 average maximum minimum max min sum change changes difference compared measured measurement measurements
-level levels result results visit visits hospital hospitals icu stay stays encounter encounters admission
+level levels rate rates result results visit visits hospital hospitals icu stay stays encounter encounters admission
 admissions admitted current currently latest earliest recent previous next second third entire whole past prior
 later earlier within every per please kindly provide let know show tell get got date dates
 prescribed given received receive diagnosed diagnosis diagnoses procedure procedures drug drugs medication
