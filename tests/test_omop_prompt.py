@@ -190,6 +190,15 @@ def test_words_of_one_stem_count_only_as_forms_of_one_word(picker) -> None:
         assert not _same_word(asked, used), (asked, used)
 
 
+def test_a_statistic_asked_for_names_no_table(picker) -> None:
+    # 'mean' of 'mean age' is a statistic, not the 'meaning' of OMOP's concept prose: the relationships
+    # between concepts have nothing to do with the question
+    choice = picker.choose("mean age at first ulcerative colitis diagnosis, women vs men?")
+    described = choice.tables[:choice.needed()]
+    assert {"condition_occurrence", "person"} <= set(described), choice.tables
+    assert "concept_relationship" not in described, choice.tables
+
+
 def test_a_table_with_no_rows_gives_way_to_one_that_holds_them_but_still_answers_for_itself(picker) -> None:
     # Eunomia's source_to_concept_map, death and cost keep only their header row
     assert {"source_to_concept_map", "death", "cost"} <= picker.ehr.empty_tables()

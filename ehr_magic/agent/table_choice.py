@@ -121,7 +121,7 @@ _STOP = FUNCTION_WORDS | frozenset("""
 patient patients value values time times first last many much number total count show list give tell find
 ever still yet since ago today yesterday year years month months week weeks day days hour hours minute minutes
 named name called record records recorded data database table tables row rows column columns one two three
-within without never among across per via whose happen happens happened
+within without never among across per via whose happen happens happened mean average median
 """.split()) | NUMBER_WORDS
 _STOP_STEMS = frozenset(w[:PREFIX_LENGTH] for w in _STOP if len(w) >= 4)  # 'counting', 'patients', 'listed'
 
