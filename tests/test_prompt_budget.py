@@ -14,8 +14,7 @@ from ehr_magic.agent import Agent, AgentSettings
 from ehr_magic.agent.budget import SYSTEM_SHARE, PromptTooLongError, reply_reserve, system_form, tables_within
 from ehr_magic.agent import context
 from ehr_magic.agent.context import index_columns
-from ehr_magic.agent.table_choice import shared_columns
-from ehr_magic.agent.table_choice import TablePicker
+from ehr_magic.agent.table_choice import TablePicker, shared_columns
 from ehr_magic.llm import LLMClient, resolve_settings, window
 from ehr_magic.llm.tokens import estimate_prompt_tokens
 from ehr_magic.llm.window import ContextWindow
