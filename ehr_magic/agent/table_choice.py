@@ -410,11 +410,14 @@ class TablePicker:
         asked: dict[str, set[str]] = {}
         for stem, word in _content_forms(question):
             asked.setdefault(stem, set()).add(_singular(word))
+        agreeing = {table: self._agreeing(said & document, table, asked)
+                    for table, document in self._documents.items()}
         # how rare each word is among the tables that use it in the question's sense ('medication' is rare
         # where only the drug tables say it, however many others say 'medical')
-        idf = self._question_idf(said, asked)
+        using = Counter(stem for here in agreeing.values() for stem in here)
+        idf = {stem: math.log(1 + max(1, len(self.tables)) / n) for stem, n in using.items()}
         for table, document in self._documents.items():
-            here = self._agreeing(said & document, table, asked)
+            here = agreeing[table]
             # a word of the table's name or columns says what it holds; one of its prose alone ('taken',
             # 'length of stay', 'cardiology'), only perhaps
             scores[table] += sum(idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
@@ -585,18 +588,6 @@ class TablePicker:
         if not names_only:
             self._forms = forms
         return {t: frozenset(here) for t, here in forms.items()}
-
-    def _question_idf(self, said: Collection[str], asked: Mapping[str, set[str]]) -> dict[str, float]:
-        """The IDF of each of the question's stems over the tables whose words under it are forms of
-        the question's word (``_agreeing``); a stem no table uses so is left out."""
-        count = max(1, len(self.tables))
-        found = {}
-        for stem in said:
-            using = sum(1 for table, document in self._documents.items()
-                        if stem in document and self._agreeing({stem}, table, asked))
-            if using:
-                found[stem] = math.log(1 + count / using)
-        return found
 
     def _agreeing(self, stems: set[str], table: str, asked: Mapping[str, set[str]]) -> set[str]:
         """The ``stems`` whose words in the question are forms of the words of ``table`` under the
