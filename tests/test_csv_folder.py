@@ -362,7 +362,7 @@ def test_row_numbers_are_no_join_and_ids_named_alike_are(tmp_path: Path) -> None
         assert (tables["patients"].key, tables["admissions"].key, tables["icustays"].key) == (
             "subject_id", "hadm_id", "icustay_id")
         assert tables["admissions"].columns["hadm_id"].startswith("BIGINT, the unique key")
-        assert tables["admissions"].columns["row_id"] == "BIGINT, a row number."
+        assert tables["admissions"].columns["row_id"] == "BIGINT, the unique row number."
         assert set(tables["icustays"].joins) == {"patients ON icustays.subject_id = patients.subject_id",
                                                  "admissions ON icustays.hadm_id = admissions.hadm_id"}
         assert not any("row_id" in join for info in tables.values() for join in info.joins)

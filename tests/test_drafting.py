@@ -340,3 +340,28 @@ def test_a_time_range_is_said_by_its_days_unless_it_lies_within_one_day() -> Non
     assert meaning.describe_column(table, table.columns["started"], {}, False) == (
         "TIMESTAMP, 2100-03-01 07:00:00 to 2100-03-01 16:00:00.")
     assert meaning.describe_column(table, table.columns["ended"], {}, False) == "TIMESTAMP, 2100-03-01 to 2100-03-20."
+
+
+def test_a_hub_counts_the_tables_that_refer_to_it_and_a_second_unit_column_names_the_first(tmp_path: Path) -> None:
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    patients = [1000 + 7 * i for i in range(40)]  # not 1..n: a dense sequence would be a row number
+    pl.DataFrame({"PatNo": patients, "Sex": ["f", "m"] * 20}).write_csv(folder / "Patients.csv")
+    for name in ("Labs", "Notes", "Orders", "Bills"):
+        pl.DataFrame({"PatNo": patients[::2] * 3, "Amount": list(range(60))}).write_csv(folder / f"{name}.csv")
+    units = ["medical intensive care unit (micu)", "surgical intensive care unit (sicu)",
+             "cardiac vascular intensive care unit (cvicu)", "trauma surgical intensive care unit (tsicu)",
+             "neurology stepdown unit"]
+    pl.DataFrame({"StayNo": [5000 + 3 * i for i in range(40)], "PatNo": patients,
+                  "FirstUnit": [units[i % 5] for i in range(40)],
+                  "LastUnit": [units[i % 4] for i in range(40)]}).write_csv(folder / "Stays.csv")
+    sources.load("csv", [folder], tmp_path / "hub.duckdb")
+    with ehr_magic.connect(tmp_path / "hub.duckdb") as ehr:
+        tables = ehr.knowledge.tables
+        # five tables refer to the patients: counted, not named (their own columns say the join)
+        assert tables["patients"].row == "One row per patient. Referred to by 5 tables. 40 rows."
+        assert tables["stays"].row.startswith("One row per stay. 40 rows")
+        # the first unit's list is cut (long names); the last unit's values are among them, said so once
+        assert "'medical intensive care unit (micu)'" in tables["stays"].columns["firstunit"]
+        assert "4 of the values of firstunit" in tables["stays"].columns["lastunit"]
+        assert "'" not in tables["stays"].columns["lastunit"]

@@ -413,8 +413,16 @@ class Knowledge:
 
     def detail(self, tables: Iterable[str], said: Mapping[str, str] | None = None) -> str:
         """Columns and joins of the named tables (in the order given, once each); a join is said
-        once, by the first of its two tables; a column meaning ``said`` elsewhere is left out."""
-        return "\n\n".join(info.detail(stated, said) for info, stated in self._said_once(tables))
+        once, by the first of its two tables, or by neither when the other's column names it
+        (``itemid: ...; joins to d_items``); a column meaning ``said`` elsewhere is left out."""
+        chosen = self._said_once(tables)
+        shown = [info for info, _ in chosen]
+
+        def said_by_the_other(info: TableInfo) -> set[str]:
+            return {other.name for other in shown if other is not info
+                    and any(join_target(j) == info.name and other.said_by_column(j) for j in other.joins)}
+
+        return "\n\n".join(info.detail(stated | said_by_the_other(info), said) for info, stated in chosen)
 
     def common_meanings(self, columns: Iterable[str]) -> dict[str, str]:
         """For each of ``columns`` (those every table has), the meaning most of the described

@@ -29,6 +29,7 @@ from ehr_magic.knowledge.drafting.profiling import VOCABULARY_MAX, Column, Table
 SHOWN_VALUES = 8  # values written into a column's description
 SHOWN_CHARACTERS = 100  # of those values' text, about
 MIN_SHOWN = 3  # values written however long they are
+NAMED_REFERRERS = 4  # a table referred to by more is a hub: the tables are counted, not named
 REPEATED_VOCABULARY_MAX = 20_000  # distinct terms of a strongly repeated column still worth a lookup
 LINE_PARTS = 10  # columns named in a table's line
 _DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dictionary even if nothing refers to it
@@ -109,11 +110,12 @@ def lists_values(table: Table, column: Column, joins: dict[str, Join], vocabular
 
 def same_values(column: Column, listed: Iterable[Column]) -> Column | None:
     """The first of the ``listed`` columns (whose descriptions list their values) holding every value
-    of ``column``, when both lists are whole: a last care unit has the first one's values, said once."""
-    if not column.values or len(shown_values(column)) < column.distinct:
+    of ``column``, when both profiles hold every value: a last care unit has the first one's values,
+    said once (even when the list is cut: the rest are found by a lookup of either)."""
+    if not column.values or len(column.values) < column.distinct:
         return None
     own = {value for value, _ in column.values}
-    return next((other for other in listed if len(shown_values(other)) == other.distinct
+    return next((other for other in listed if len(other.values) == other.distinct
                  and own <= {value for value, _ in other.values}), None)
 
 
@@ -139,13 +141,13 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         return f"{column.dtype}, always empty in this data."
     lists = lists_values(table, column, joins, vocabulary)
     parts = []
-    if column.name == table.key and column.name == table.row_number:
-        parts.append("the unique row number")  # row numbers join nothing: a convention says so
+    if column.name == table.row_number:
+        # the same words whether or not it is the table's key: said once by the index for every table
+        # that has it (row numbers join nothing: a convention says so)
+        parts.append("the unique row number")
     elif column.name == table.key:
         role = _role(table.original or table.name, column.original or column.name)
         parts.append("the unique key" + (f"; {role}" if role else ""))
-    elif column.name == table.row_number:
-        parts.append("a row number")
     elif column.name not in joins and identifies(table, column):
         role = _role(column.original or column.name)
         parts.append(f"{role} (an identifier)" if role else "an identifier")
@@ -223,8 +225,11 @@ def line_parts(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
 def table_line(table: Table, referrers: list[str]) -> str:
     """What one row is, the tables that refer to it, and its size (its columns say what they hold)."""
     line = f"One row per {naming.entity(table.original or table.name)}."
-    if referrers:
-        line += f" Referred to by {', '.join(referrers[:6])}{', ...' if len(referrers) > 6 else ''}."
+    if len(referrers) > NAMED_REFERRERS:
+        # a hub (patients, visits): how many refer to it says what it is; their own columns say the joins
+        line += f" Referred to by {len(referrers)} tables."
+    elif referrers:
+        line += f" Referred to by {', '.join(referrers)}."
     return f"{line} {count(table.rows, 'row')}."
 
 
