@@ -169,6 +169,23 @@ def test_a_death_question_describes_patients_and_visits_not_a_table_whose_prose_
         assert set(prompt.tables[:prompt.layout.tables]) == {"admissions", "patients"}, prompt.tables
 
 
+def test_a_small_window_keeps_the_visits_a_question_speaks_of_before_tables_a_prose_word_brought(ehr) -> None:
+    # the 'last hospital visit' is an admissions row: at 4k it is described in full, ahead of the ICU intake
+    # and output tables that only the word 'measurement' brought; a question that names no visit leaves
+    # the visits in a line after the tables it needs
+    small = ContextWindow(4096, "test")
+    for question in ("What was patient 10005909's weight during the last measurement during the last hospital visit?",
+                     "How many hours have passed since patient 10039831's first creatinine test in this hospital "
+                     "encounter?"):
+        prompt = agent_on(ehr).prompt(question, window=small)
+        full = prompt.tables[:prompt.layout.tables]
+        assert "admissions" in full, prompt.tables
+        assert not {"inputevents", "outputevents"} & set(full), prompt.tables
+    prompt = agent_on(ehr).prompt("What was the last recorded weight of patient 10005909 in 11/this year?",
+                                  window=small)
+    assert prompt.tables[:2] == ["d_items", "chartevents"] and "admissions" not in prompt.tables[:prompt.layout.tables]
+
+
 def test_the_schema_share_holds_the_chosen_tables_in_a_line_and_the_best_few_in_full() -> None:
     full, brief = [300, 300, 300], [50, 50, 50]
     assert tables_within(full, brief, 2000) == (2, 1)  # 700 tokens: two in full, the third in a line

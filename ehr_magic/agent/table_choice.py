@@ -314,10 +314,10 @@ class TableChoice:
 
     def needed(self) -> int:
         """How many of the first ``tables`` to describe in full: those the question needs (each as
-        sure as two fifths of the best, or as a whole stored value, at most ``MAX_FULL``), and then the spine
-        when it was chosen only as such (ranked right after them): most questions count or join
-        through it (patients, admissions, visits), so it is described too, and the window's budget
-        decides whether it fits."""
+        sure as two fifths of the best, or as a whole stored value, at most ``MAX_FULL``, and the spine
+        whose rows it speaks of), and then the spine when it was chosen only as such (ranked right
+        after them): most questions count or join through it (patients, admissions, visits), so it is
+        described too, and the window's budget decides whether it fits."""
         spine = sum(1 for table in self.tables[self.full:] if table in self.spine_only)
         return max(1, self.full + spine) if self.tables else 0
 
@@ -368,6 +368,15 @@ class TablePicker:
                             and self._described[t].vocabulary
                             and self._described[t].module == self._described[targets[0]].module}
         self._empty = ehr.empty_tables() & set(self.tables)
+        # what a spine table's rows are ('One row per hospital visit' -> 'visit'), the word a question
+        # uses when it needs that table for more than its joins
+        self._row_noun: dict[str, str] = {}
+        for t in self.spine:
+            info = self._described.get(t)
+            found = re.match(r"\s*One row per ([^.;,(]+)", info.row) if info else None
+            forms = _content_words(found.group(1)) if found else []
+            if forms:
+                self._row_noun[t] = forms[-1]
         hierarchy = knowledge.hierarchy if knowledge else None
         self._hierarchy = hierarchy.table if hierarchy and hierarchy.table in self.tables else None
 
@@ -485,6 +494,8 @@ class TablePicker:
             scores[table] *= _EMPTY_SHARE
         best = max(scores.values(), default=0.0)
         spine_only = frozenset(t for t in self.spine if scores[t] < min(FULL_SHARE * best, _SURE_FULL))
+        # the spine whose rows the question speaks of ('on the first hospital visit', 'this encounter')
+        spoken_of = {t for t in spine_only if self._row_noun.get(t) in asked.keys() | kin}
         for table in self.spine:
             scores[table] = max(scores[table], 0.9 * best, THRESHOLD)  # right after the best table
         # what the question says of each table, and what a table it surely needs passes on: a table of
@@ -528,11 +539,14 @@ class TablePicker:
             # Unsure: the likeliest tables in one line each beat a prompt that describes none.
             likely = sorted((t for t in self.tables if t not in chosen), key=lambda t: (-scores[t], t))
             chosen += likely[:max(0, _UNSURE_TABLES - len(chosen))]
-        # the tables the question needs in full first, then the spine when chosen only as such
-        # (listed in a line, it stays in even a small window), then the rest
+        # the tables the question needs in full, what the question says of a table first, what its partners
+        # pass on after; the spine chosen only as such among them, at nine tenths of the best, when the
+        # question speaks of its rows (a small window keeps the visits a 'first hospital visit' is found
+        # in before a table a prose word brought), else right after them; then the rest
         full = [t for t in chosen if t not in spine_only and sure[t] >= min(FULL_SHARE * best, _SURE_FULL)][:MAX_FULL]
-        full.sort(key=lambda t: -sure[t])  # what the question says of a table first, what its partners pass on after
-        ranked = full + [t for t in chosen if t in spine_only] + \
+        full += [t for t in chosen if t in spoken_of]
+        full.sort(key=lambda t: (-sure[t], t not in spoken_of))  # in a tie, the spine spoken of first
+        ranked = full + [t for t in chosen if t in spine_only and t not in spoken_of] + \
             [t for t in chosen if t not in full and t not in spine_only]
         return TableChoice(tuple(ranked), {t: round(scores[t], 2) for t in chosen}, spine_only & set(chosen), len(full))
 
