@@ -340,7 +340,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", help="folder that keeps the loaded databases between runs")
     parser.add_argument("--questions", type=int, default=300, help="valid questions, evenly spread (0: all)")
-    parser.add_argument("--databases", nargs="*", default=["home", "descriptive", "camel"])
+    parser.add_argument("--databases", nargs="*", default=["home", "descriptive", "camel"],
+                        choices=["home", *renamed.STYLES], help="with no names: only the MIMIC-IV demo and timing")
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-mimic", action="store_true", help="no token measure on the MIMIC-IV demo")
     args = parser.parse_args()
