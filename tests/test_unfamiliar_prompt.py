@@ -172,3 +172,15 @@ def test_a_word_is_as_rare_as_the_tables_that_use_it_in_the_questions_sense(came
         choice = TablePicker(ehr).choose("Was any medication issued to patient 10005866 on the last hospital "
                                          "encounter?")
     assert "medicationorder" in choice.tables[:choice.full], choice.scores
+
+
+def test_the_drafters_advice_on_reading_a_column_is_no_word_of_what_it_holds(ehr) -> None:
+    # drafted code columns say 'codes, compared as stored text': advice to the model, which 'compared to the
+    # second to last value' must not take for the diagnosis and procedure tables' words
+    assert "compared as stored text" in ehr.knowledge.tables["diagnosis_code_catalog"].columns["diagnosis_code"]
+    question = ("How much does patient 10002495's troponin t differ from the last value measured on the last "
+                "hospital visit compared to the second to last value measured on the last hospital visit?")
+    prompt = Agent(ehr, None, settings=AgentSettings(timeout=5.0)).prompt(question, window=ContextWindow(8192, "test"))
+    full = set(prompt.tables[:prompt.layout.tables])
+    assert {"lab_results", "lab_test_types"} <= full, prompt.tables
+    assert not {"diagnosis_code_catalog", "procedure_code_catalog"} & full, prompt.tables

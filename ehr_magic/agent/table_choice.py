@@ -72,6 +72,7 @@ import numpy as np
 from rapidfuzz import fuzz
 
 from ehr_magic.agent.recorded_values import recorded_vocabularies
+from ehr_magic.knowledge.drafting.meaning import ADVICE as DRAFTED_ADVICE
 from ehr_magic.knowledge.drafting.naming import singular
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
@@ -590,6 +591,8 @@ class TablePicker:
             info = self._described.get(table)
             if info is not None and not names_only:
                 text = " ".join((info.row, info.description, *info.columns.values()))
+                for advice in DRAFTED_ADVICE:  # how to read a column ('compared as stored text'), not what it holds
+                    text = text.replace(advice, " ")
                 # another table named in the text ("refers to admissions.hadm_id", "referred to by
                 # charges") says what this table joins, not what it holds: its words stay with it
                 add(_content_forms(self._other_tables(table).sub(" ", text)))

@@ -33,6 +33,12 @@ NAMED_REFERRERS = 4  # a table referred to by more is a hub: the tables are coun
 REPEATED_VOCABULARY_MAX = 20_000  # distinct terms of a strongly repeated column still worth a lookup
 LINE_PARTS = 10  # columns named in a table's line
 _DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dictionary even if nothing refers to it
+# How to read a column, advice to the model: not what the column holds, so not words a question finds it by
+CODES_AS_TEXT = "codes, compared as stored text"
+COMPARE_AS_TEXT = "compare codes as stored text"
+FIND_BY_LOOKUP = "find them with ehr.lookup"
+CAST_NUMBERS = "(use TRY_CAST)"
+ADVICE = (CODES_AS_TEXT, COMPARE_AS_TEXT, FIND_BY_LOOKUP, CAST_NUMBERS)
 
 
 # What an id stands for, from the words of its table and name: general record-keeping words.
@@ -161,7 +167,7 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append("a unit of measure")
     if column.name == table.key or column.name == table.row_number or column.name in joins:
         if column.code_like and column.text:
-            parts.append("codes, compared as stored text")
+            parts.append(CODES_AS_TEXT)
     elif column.values and column.distinct == 1:
         parts.append(f"always {quote_text(column.values[0][0])}")
     elif lists and values_of is not None:
@@ -174,16 +180,16 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         more = f" and {column.distinct - len(listed)} more" if column.distinct > len(listed) else ""
         parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")
     elif vocabulary:
-        parts.append(f"{count(column.distinct, 'distinct term')}, find them with ehr.lookup")
+        parts.append(f"{count(column.distinct, 'distinct term')}, {FIND_BY_LOOKUP}")
     elif column.code_like:
-        parts.append(f"a code ({count(column.distinct, 'distinct code')}); compare codes as stored text")
+        parts.append(f"a code ({count(column.distinct, 'distinct code')}); {COMPARE_AS_TEXT}")
     elif column.low is not None and not column.personal:
         same = column.low == column.high
         parts.append(f"always {show(column.low)}" if same else _span(column.low, column.high))
     elif column.text and not column.personal:
         parts.append(count(column.distinct, "distinct value"))
     if column.text and not column.personal and not column.code_like and 0.2 <= column.numeric < 1:
-        parts.append(f"{percent(column.numeric, 1)} of values are numbers written as text (use TRY_CAST)")
+        parts.append(f"{percent(column.numeric, 1)} of values are numbers written as text {CAST_NUMBERS}")
     empty = table.rows - column.non_null
     if empty:
         parts.append(f"{percent(empty, table.rows)} empty")
