@@ -73,7 +73,7 @@ class DuckDBEngine(Engine):
                 return pa.table({})
             if max_rows is not None:
                 relation = relation.limit(max_rows)
-            return relation.fetch_arrow_table()
+            return _arrow_table(relation)
         except (duckdb.PermissionException, duckdb.InvalidInputException) as exc:
             raise safety_error(exc) from None
 
@@ -191,3 +191,10 @@ def safety_error(exc: duckdb.Error) -> Exception:
             "database."
         )
     return exc
+
+
+def _arrow_table(relation: duckdb.DuckDBPyRelation) -> pa.Table:
+    """The relation's rows as an Arrow table: ``to_arrow_table`` where DuckDB has it (1.4 on
+    deprecates ``fetch_arrow_table``, with a warning in the analyst's notebook), else the old name."""
+    to_arrow = getattr(relation, "to_arrow_table", None) or relation.fetch_arrow_table
+    return to_arrow()
