@@ -16,7 +16,9 @@ prints per database:
 - tokens per section of the first prompt (system, earlier turns, stored values, tables in full,
   tables in one line, examples, skills, question), mean over questions;
 - the system message: how many distinct ones the questions got (goal: 1 per window) and its
-  tokens, the prefix every question on the database repeats.
+  tokens, the prefix every question on the database repeats;
+- the floor: the ratio of a prompt of only the rules, the gold tables in full, the examples and
+  the question, which no choice of tables can go below.
 
 Then on the MIMIC-IV demo (all 31 tables, every lookup column, the ICD titles among them), with
 its seed questions (each question's own seed left out of its examples, as in bench_agent.py):
@@ -53,7 +55,7 @@ from sqlglot.optimizer.scope import traverse_scope  # noqa: E402
 import ehr_magic  # noqa: E402
 from bench_agent import ehragent_style_tokens  # noqa: E402
 from ehr_magic import sources  # noqa: E402
-from ehr_magic.agent import Agent, AgentSettings  # noqa: E402
+from ehr_magic.agent import Agent, AgentSettings, context  # noqa: E402
 from ehr_magic.eval import renamed  # noqa: E402
 from ehr_magic.eval.datasets import load_split  # noqa: E402
 from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens  # noqa: E402
@@ -206,6 +208,17 @@ def sections(messages: list[dict[str, str]]) -> dict[str, int]:
     return counts
 
 
+def floor_tokens(ehr, question: str, gold: set[str], examples) -> int:
+    """The smallest first prompt that keeps what the model cannot do without: the system message's
+    rules (up to its dataset heading), the gold tables in full, the examples and the question; no
+    index, introduction, conventions or stored values. A ratio below it is out of reach of any
+    choice of tables."""
+    rules = context.system_prompt(ehr).split("# The dataset")[0]
+    tables = [t for t in ehr.tables() if t.lower() in gold]
+    text = context.question_message(question, examples, "", "", tables=context.table_details(ehr, tables))
+    return estimate_prompt_tokens([{"role": "system", "content": rules}, {"role": "user", "content": text}])
+
+
 def measure(name: str, db: Path, questions: list[tuple[str, str]]) -> None:
     """``questions``: (question, gold SQL on this database)."""
     with ehr_magic.connect(db) as ehr:
@@ -214,7 +227,11 @@ def measure(name: str, db: Path, questions: list[tuple[str, str]]) -> None:
         with_values = [q for q, _ in questions if literals[q]]
         gold = {q: {t.lower() for t in renamed.gold_tables(sql)} for q, sql in questions}
         theirs = {q: ehragent_style_tokens(ehr, q, agent.examples.examples(q, ehr.schema, 4)) for q, _ in questions}
-        print(f"{name}: {len(questions)} valid questions, {len(with_values)} with stored-value literals")
+        floor = sum(floor_tokens(ehr, q, gold[q], agent.examples.examples(q, ehr.schema, 4))
+                    for q, _ in questions) / sum(theirs.values())
+        print(f"{name}: {len(questions)} valid questions, {len(with_values)} with stored-value literals; "
+              f"floor {floor:.2f} of EHRAgent-style (the rules, the gold tables in full, the examples and the "
+              "question alone)")
         for window in WINDOWS:
             fitted = ContextWindow(window, "bench")
             covered = listed = in_full = 0
