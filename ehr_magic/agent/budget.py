@@ -29,7 +29,7 @@ Token counts are estimates (``ehr_magic.llm.tokens``) that err on the high side.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ehr_magic.llm.errors import LLMContextError
@@ -139,7 +139,7 @@ def too_long(needed: int, window: ContextWindow) -> str:
             "larger window.")
 
 
-def _shrinking(full: Layout):
+def _shrinking(full: Layout) -> Iterator[Layout]:
     layout = full
     for tokens in _HISTORY_STEPS:
         layout = dataclasses.replace(layout, history_tokens=tokens)

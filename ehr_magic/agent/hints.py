@@ -29,8 +29,9 @@ from ehr_magic.identifiers import quote_identifier as quote
 _MAX_LITERALS = 12
 _MAX_SEARCHED = 8
 _MARK = "\x00"  # a value only known when the code runs (an f-string's {expression}, a ? parameter)
-_OPERATORS = {exp.EQ: "=", exp.NEQ: "!=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
-              exp.Like: "LIKE", exp.ILike: "ILIKE", exp.In: "IN"}
+_OPERATORS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=", exp.NEQ: "!=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
+    exp.Like: "LIKE", exp.ILike: "ILIKE", exp.In: "IN"}
 _FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
@@ -80,7 +81,7 @@ def searched_for(code: str, ehr: Any) -> str:
     """What ``code`` compared columns with, table by table ("prescriptions: subject_id = 10006,
     drug = 'Vancomycin'"); "" when it compared nothing that can be read from the code."""
     by_table: dict[str, list[str]] = {}
-    said: set[str] = set()
+    said: set[tuple[str, str]] = set()
     for comparison in _comparisons(code, ehr):
         table = comparison.tables[0] if len(comparison.tables) == 1 else ""
         value = comparison.value if not comparison.text else "'" + comparison.value.replace("'", "''") + "'"
@@ -252,8 +253,10 @@ def _node_comparisons(node: exp.Expression, sources: dict[str, str], ehr: Any) -
     operator = _OPERATORS[type(node)]
     if isinstance(node, exp.In):
         pairs = [(node.this, e, operator) for e in node.expressions]
-    else:
+    elif isinstance(node, exp.Binary):  # every other operator compares a left side with a right one
         pairs = [(node.left, node.right, operator), (node.right, node.left, _FLIPPED.get(operator, operator))]
+    else:
+        return
     for column, literal, said in pairs:
         if isinstance(column, exp.Column) and isinstance(literal, exp.Literal):
             resolved, name = _resolve(column, sources, ehr)
@@ -278,10 +281,10 @@ def _resolve(column: exp.Column, sources: dict[str, str], ehr: Any) -> tuple[tup
     if qualifier:
         table = sources.get(qualifier)
         name = _stored_name(ehr, table, wanted) if table else None
-        return ((table,), name) if name else ((), wanted)
+        return ((table,), name) if table and name else ((), wanted)
     own = sorted({t for t in sources.values() if _stored_name(ehr, t, wanted)})
     found = own or [t for t in ehr.tables() if _stored_name(ehr, t, wanted)]
-    return tuple(found), (_stored_name(ehr, found[0], wanted) if found else wanted)
+    return tuple(found), ((_stored_name(ehr, found[0], wanted) or wanted) if found else wanted)
 
 
 def _stored_name(ehr: Any, table: str, lowered: str) -> str | None:

@@ -32,6 +32,7 @@ from ehr_magic.agent.steps import ActionStep, AgentResult, LLMCall, reminder_exc
 from ehr_magic.agent.table_choice import TablePicker
 from ehr_magic.linking.question import Linking, link_question
 from ehr_magic.llm import window as llm_window
+from ehr_magic.llm.client import Completion
 from ehr_magic.llm.config import LLMSettings
 from ehr_magic.llm.errors import LLMContextError
 from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens
@@ -110,9 +111,8 @@ class _Run:
     result: AgentResult
     emit: Callable[..., None]
     started: float
-    prompt: Prompt | None = None
+    prompt: Prompt  # the first request as fitted; replaced when the server turns out to have a smaller window
     first: list[dict[str, str]] = field(default_factory=list)  # the first request: system prompt and question
-    window: ContextWindow | None = None
     text: str = ""  # the latest reply
     index: int = 0
     failures: int = 0  # failed steps spend the error budget; look-ups have their own cap
@@ -121,6 +121,10 @@ class _Run:
     unanswered: str = ""  # the step under way began with a reply without code, answered with the reminder
     previous_code: str | None = None
     done: bool = False
+
+    @property
+    def window(self) -> ContextWindow:
+        return self.prompt.window
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -176,8 +180,9 @@ class Agent:
             else (lambda **kw: None)
         result = AgentResult(question=question, status="failed", model=getattr(self.llm.settings, "model", ""))
         emit(kind="phase", phase="examples")
-        run = _Run(question, conversation_context, result, emit, started)
-        self._use_prompt(run, self.prompt(question, conversation_context))
+        prompt = self.prompt(question, conversation_context)
+        run = _Run(question, conversation_context, result, emit, started, prompt)
+        self._use_prompt(run, prompt)
         if self.settings.knowledge == "separate":
             emit(kind="phase", phase="knowledge")
             full = run.prompt.layout.tables
@@ -189,7 +194,7 @@ class Agent:
         return run
 
     def _use_prompt(self, run: _Run, prompt: Prompt) -> None:
-        run.prompt, run.first, run.window = prompt, prompt.messages, prompt.window
+        run.prompt, run.first = prompt, prompt.messages
         run.result.examples, run.result.tables, run.result.linked = prompt.example_ids, prompt.tables, prompt.linked
         run.result.context_window = prompt.window.tokens
         # what the model is shown, as it is chosen: front ends watch it without patching anything
@@ -399,11 +404,11 @@ class Agent:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
                                                                         columns=layout.index_columns,
                                                                         conventions=layout.all_conventions)}
-            lines = choice.tables[layout.tables:layout.tables + layout.brief]
             # the conventions a system message without them leaves to the question: its full tables' own
             conventions = "" if layout.all_conventions else conventions_of(choice.tables[:layout.tables])
             # the spine's line first: most tables join it, so it says their common joins once
-            lines = sorted(lines, key=lambda t: t not in self.table_picker.spine)
+            lines = sorted(choice.tables[layout.tables:layout.tables + layout.brief],
+                           key=lambda t: t not in self.table_picker.spine)
             tables = context.table_details(self.ehr, choice.tables[:layout.tables], lines,
                                            brief_columns=not layout.index_columns)
             text = context.question_message(question, shots[:layout.examples], knowledge,
@@ -457,7 +462,7 @@ class Agent:
         return self._call(result, "debug", messages).text.strip()
 
     def _call(self, result: AgentResult, purpose: str, messages: list[dict[str, str]],
-              on_token: Callable[[str], None] | None = None):
+              on_token: Callable[[str], None] | None = None) -> Completion:
         completion = self.llm.chat(messages, purpose=purpose, stream=self.settings.stream, on_token=on_token)
         result.llm_calls.append(LLMCall(purpose, completion.prompt_tokens, completion.completion_tokens,
                                         completion.latency_s, completion.call_id))

@@ -112,10 +112,11 @@ def _values(ehr: Any, dictionary: str, key: str, value_column: str, table: str, 
             hierarchy: Hierarchy | None) -> list[str]:
     tables = (dictionary, table, *((hierarchy.table,) if hierarchy else ()))
     names = {t: {c.lower(): c for c in ehr.columns(t)} for t in tables}
-    key, value_column, column = names[dictionary].get(key.lower()), names[dictionary].get(value_column.lower()), \
-        names[table].get(column.lower())
-    if key is None or value_column is None or column is None:
+    stored_key, stored_value = names[dictionary].get(key.lower()), names[dictionary].get(value_column.lower())
+    stored_column = names[table].get(column.lower())
+    if stored_key is None or stored_value is None or stored_column is None:
         return []  # not in this database (a table exported empty keeps only placeholder columns)
+    key, value_column, column = stored_key, stored_value, stored_column  # as the database spells them
     q = quote_identifier
     held = f"(SELECT {q(column)} FROM (SELECT {q(column)} FROM {q(table)} LIMIT {ROWS}) AS r)"
     codes = f"d.{q(key)} IN {held}"

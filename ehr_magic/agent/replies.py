@@ -37,7 +37,7 @@ def parse_reply(text: str) -> Reply:
     blocks = [b.strip() for b in _FENCE.findall(text) if b.strip()]
     marker = _MARKER.search(text)
     if marker and (not blocks or text.strip().upper().startswith(marker.group(1).upper())):
-        kind = "clarify" if marker.group(1).upper() == "CLARIFY" else "abstain"
+        kind: Literal["clarify", "abstain"] = "clarify" if marker.group(1).upper() == "CLARIFY" else "abstain"
         return Reply(kind, message=marker.group(2).strip(), knowledge=knowledge, standalone=standalone)
     if blocks:
         # The longest block is the program; shorter ones are usually illustrations.

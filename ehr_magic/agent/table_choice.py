@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -397,7 +397,7 @@ class TablePicker:
         stored value each of its terms is likeliest to name, with how surely (0-1), which make the
         tables that record that value as likely ('ruptured appendix' -> 'Rupture of appendix', a
         diagnosis)."""
-        scores: Counter[str] = Counter()
+        scores: defaultdict[str, float] = defaultdict(float)
         events = {t: tuple(e for e in sorted(tables) if e in self.tables) for t, tables in (events or {}).items()}
         asks_hierarchy = bool(self._hierarchy and _hierarchy_phrases().search(question))
         said = set(_content_words(question)) - {w for term in values_said for w in _content_words(term)}
@@ -478,7 +478,7 @@ class TablePicker:
                 source_score = _WHOLE_VALUE_SCORE * coverage.get(source, 0.0) ** 2
                 scores[table] = max(scores[table], min(scores[table] + _PARTNER_SHARE * source_score,
                                                        _STRONG_PARTNER_SHARE * source_score))
-        if asks_hierarchy:
+        if asks_hierarchy and self._hierarchy:
             scores[self._hierarchy] = max(scores[self._hierarchy], _HIERARCHY_SCORE)
         if self._hierarchy and prefix_stem("drug") in written_kinds:
             # a drug said by name or class ('antibiotics') where drugs are recorded as products under their
@@ -502,7 +502,7 @@ class TablePicker:
         # what the question says of each table, and what a table it surely needs passes on: a table of
         # another module joined at a share (a visit's care site, provider, costs) is listed, but described
         # in full only for what is said of it
-        sure = Counter(scores)
+        sure = defaultdict(float, scores)
         for _ in range(_PARTNER_HOPS):
             for table, score in list(scores.items()):
                 if score >= THRESHOLD and table not in self.spine:
@@ -515,7 +515,7 @@ class TablePicker:
                         share = _STRONG_PARTNER_SHARE  # a value named: its rows are in the tables that join it
                     partners = tuple(dict.fromkeys(self._joins.get(table, ()) + referrers))
                     if events.get(table):  # the items found are recorded there, not in its other referrers
-                        partners, share = events[table], _STRONG_PARTNER_SHARE
+                        partners, share = tuple(events[table]), _STRONG_PARTNER_SHARE
                     for partner in partners:
                         # a sure table brings right after it the dictionary its codes need (labevents ->
                         # d_labitems) and the tables of its own module, not those of another that it joins
@@ -664,7 +664,7 @@ class TablePicker:
             return found
         keys = {normalise(v).replace(" ", ""): share for v, share in values.items()}
         for table, column in self._value_columns():
-            if column.recorded:
+            if column.recorded and isinstance(column.vocabulary, Vocabulary):  # the names of codes: never large
                 for key, share in keys.items():
                     if key in column.vocabulary.compact and share > found.get(table, 0.0):
                         found[table] = share

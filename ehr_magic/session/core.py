@@ -27,7 +27,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ehr_magic import skills
 from ehr_magic.agent import AgentSettings, Event
@@ -39,6 +39,12 @@ from ehr_magic.session.answer import Answer
 from ehr_magic.session.cells import HistoryItem, NotebookCells
 from ehr_magic.session.conversation import Conversation, Turn, answer_shape, describe_answer, looks_like_follow_up
 from ehr_magic.session.strategies import STRATEGIES, AskContext, Strategy
+
+if TYPE_CHECKING:  # imported where used, so that connecting needs neither a model client nor reuse
+    from ehr_magic.knowledge.store import EditFile
+    from ehr_magic.knowledge.view import KnowledgeView
+    from ehr_magic.llm import LLMClient
+    from ehr_magic.reuse import Reuser
 
 Mode = Literal["auto", "agent", "memory"]
 MODES: tuple[str, ...] = ("auto", "agent", "memory")
@@ -62,7 +68,7 @@ class Session:
         self.keep_conversation = keep_conversation  # False: every question stands alone (eval)
         self.conversation = Conversation()
         self._fixed_llm = llm  # a client given by the caller is used as it is, never closed here
-        self._llm = None
+        self._llm: LLMClient | None = None
         self._llm_key: tuple | None = None
         self._reuser = reuser
         self.description = ""  # one line about the connected database (``connect``)
@@ -207,7 +213,7 @@ class Session:
         """Names generated and remembered code may use besides ``ehr``: the clinical ``skills``."""
         return skills.namespace(self.ehr)
 
-    def reuser(self):
+    def reuser(self) -> Reuser:
         """The reuse engine over this session's memory (built on first use)."""
         if self._reuser is None:
             from ehr_magic.reuse import Reuser
@@ -217,14 +223,14 @@ class Session:
 
     # -- knowledge ---------------------------------------------------------------------
 
-    def knowledge_view(self):
+    def knowledge_view(self) -> KnowledgeView:
         """What the model is told about the tables and the clock, each statement marked
         drafted or confirmed (``ehr_magic.knowledge.view.KnowledgeView``)."""
         from ehr_magic.knowledge.view import knowledge_view
 
         return knowledge_view(self.ehr)
 
-    def edit_knowledge(self, path: str | None = None, folder: str = "."):
+    def edit_knowledge(self, path: str | None = None, folder: str = ".") -> EditFile:
         """Write the knowledge to a file to edit (default ``<schema>.knowledge.yaml`` in
         ``folder``); an existing file with other text is kept (``EditFile.written``)."""
         from ehr_magic.db.knowledge_io import knowledge_or_template
@@ -259,7 +265,7 @@ class Session:
 
     # -- model -------------------------------------------------------------------------
 
-    def llm(self, model: str | None = None):
+    def llm(self, model: str | None = None) -> LLMClient:
         """The LLM client for the current settings (re-created when they change).
 
         Raises ``ConfigError`` naming what to set when no model is configured.

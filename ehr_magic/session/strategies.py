@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ehr_magic import skills
-from ehr_magic.agent import Agent, AgentSettings, Event
+from ehr_magic.agent import Agent, AgentSettings, Event, Example, ExampleSource
 from ehr_magic.agent.turns import ConversationContext
 from ehr_magic.errors import ConfigError
 from ehr_magic.memory import EntryNotFoundError
@@ -142,7 +142,7 @@ class AgentAnswer:
             turns=session.conversation.summaries() if session.keep_conversation else (),
             variables=tuple(d.text for d in described), variable_names=tuple(d.name for d in described),
             namespace=variables, budget_tokens=session.history_tokens)
-        examples = memory_examples(session.memory)
+        examples: ExampleSource | None = memory_examples(session.memory)
         if context.follow_up and examples is not None:  # "now only the women" retrieves like the question it follows
             examples = _AlongWith(examples, session.conversation.turns[-1].standalone)
         agent = Agent(session.ehr, llm, examples=examples, settings=context.settings, tools=session.tools(),
@@ -187,8 +187,8 @@ def memory_examples(memory: Any) -> MemoryExamples | None:
 class _AlongWith:
     """Few-shot retrieval for a follow-up: the earlier standalone question joins the query."""
 
-    def __init__(self, inner: Any, earlier: str) -> None:
+    def __init__(self, inner: ExampleSource, earlier: str) -> None:
         self.inner, self.earlier = inner, earlier
 
-    def examples(self, question: str, schema: str, k: int) -> list:
+    def examples(self, question: str, schema: str, k: int) -> list[Example]:
         return self.inner.examples(f"{self.earlier} {question}", schema, k)

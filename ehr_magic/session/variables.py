@@ -116,7 +116,7 @@ def _polars(name: str, value: pl.DataFrame | pl.Series, level: str) -> str:
         for column, dtype in list(frame.schema.items())[:MAX_COLUMNS]:
             if dtype.is_numeric() or dtype.is_temporal():
                 series = frame[column]
-                ranges.append(f"{column} {series.min()}..{series.max()}")
+                ranges.append(f"{column} {series.min()!s}..{series.max()!s}")  # numbers and times, never bytes
         if ranges:
             text += "; ranges: " + ", ".join(ranges)
     if level == "full" and frame.height:
