@@ -150,7 +150,7 @@ def _context_queries(sql: str, values: set[str]) -> list[tuple[str, str]]:
             tables[0] if len(tables) == 1 else None)
         if table is None:
             continue
-        conditions = [own]
+        conditions: list[exp.Expr] = [own]
         for condition in _conjuncts(select.args["where"].this):
             if condition is own or condition.find(exp.Select) is not None:
                 continue
@@ -164,7 +164,7 @@ def _context_queries(sql: str, values: set[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     if isinstance(condition, exp.And):
         return _conjuncts(condition.left) + _conjuncts(condition.right)
     if isinstance(condition, exp.Paren):
@@ -172,7 +172,7 @@ def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
     return [condition]
 
 
-def _constant_condition(condition: exp.Expression, qualifier: str) -> bool:
+def _constant_condition(condition: exp.Expr, qualifier: str) -> bool:
     """``t.col = 'text'`` / ``t.col IN ('a', 'b')`` on the same table."""
     if isinstance(condition, exp.EQ):
         sides = [condition.left, condition.right]

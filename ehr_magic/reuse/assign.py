@@ -116,7 +116,7 @@ def order_values(template: Template, values: list[Value], tokens: list[Token]) -
     pool: dict[str, list[Value]] = {}
     for value in sorted(values, key=lambda v: v.start):
         pool.setdefault(value.type, []).append(value)
-    out: list[Value | None] = [None] * len(template.slots)
+    out: dict[int, Value] = {}  # slot index -> its value; every slot gets one (a type's bucket fills all its slots)
     by_type: dict[str, list[int]] = {}
     for i in sorted(range(len(template.slots)), key=lambda i: template.slots[i].spans[0]):
         by_type.setdefault(template.slots[i].type, []).append(i)
@@ -141,7 +141,7 @@ def order_values(template: Template, values: list[Value], tokens: list[Token]) -
             return None  # the words around the values do not say which is which
         for slot_id, j in zip(slot_ids, tied[0]):
             out[slot_id] = bucket[j]
-    return out  # type: ignore[return-value]
+    return [out[slot_id] for slot_id in range(len(template.slots))]
 
 
 def features(stems: tuple[str, ...]) -> frozenset[str]:

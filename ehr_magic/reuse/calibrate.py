@@ -24,11 +24,14 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_magic import files
-from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.match import DEFAULT_MARGIN, DEFAULT_THRESHOLD
+from ehr_magic.reuse.values import ValueDatabase
+
+if TYPE_CHECKING:
+    from ehr_magic.memory import MemoryStore
 
 TARGET_PRECISION = 0.98
 CONFIDENCE_Z = 1.645  # one-sided 95%
@@ -136,7 +139,7 @@ def choose(observations: Sequence[Observation], *, target: float = TARGET_PRECIS
     return best
 
 
-def observe(ehr: Database, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, timeout: float = 10.0,
+def observe(ehr: ValueDatabase, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, timeout: float = 10.0,
             progress: Callable[[int, int], None] | None = None) -> list[Observation]:
     """Cross-validated reuse answers over ``cells``, each judged against its own code's answer."""
     from ehr_magic import skills
@@ -168,7 +171,7 @@ def observe(ehr: Database, cells: Sequence[Cell], *, folds: int = 5, seed: int =
     return observations
 
 
-def _folds(ehr: Database, cells: Sequence[Cell], folds: int, seed: int) -> list[list[Cell]]:
+def _folds(ehr: ValueDatabase, cells: Sequence[Cell], folds: int, seed: int) -> list[list[Cell]]:
     """Folds that keep every wording together: cells whose questions read the same once their
     values are taken out (``Template.tokens``) fall in one fold. A held-out question then never
     finds its own wording with other values in memory, as a new analyst's phrasing would not;
@@ -190,7 +193,7 @@ def _folds(ehr: Database, cells: Sequence[Cell], folds: int, seed: int) -> list[
     return groups
 
 
-def calibrate(ehr: Database, cells: Sequence[Cell], **options: Any) -> Calibration:
+def calibrate(ehr: ValueDatabase, cells: Sequence[Cell], **options: Any) -> Calibration:
     """``choose(observe(...))``: thresholds for a memory of ``cells``."""
     choose_options = {k: options.pop(k) for k in ("target", "z", "min_answered") if k in options}
     return choose(observe(ehr, cells, **options), **choose_options)
@@ -204,12 +207,12 @@ def fingerprint(cells: Sequence[Cell]) -> str:
     return digest.hexdigest()
 
 
-def _path(store: Any) -> Path | None:
+def _path(store: MemoryStore) -> Path | None:
     path = getattr(store, "path", None)
     return Path(f"{path}.calibration.json") if path and str(path) != ":memory:" else None
 
 
-def save_calibration(store: Any, cells: Sequence[Cell], calibration: Calibration) -> None:
+def save_calibration(store: MemoryStore, cells: Sequence[Cell], calibration: Calibration) -> None:
     """Keep ``calibration`` beside the store's file (written atomically)."""
     path = _path(store)
     if path is None:
@@ -217,7 +220,7 @@ def save_calibration(store: Any, cells: Sequence[Cell], calibration: Calibration
     files.write_text(path, json.dumps({"fingerprint": fingerprint(cells), **calibration.to_dict()}))
 
 
-def load_calibration(store: Any, cells: Sequence[Cell]) -> Calibration | None:
+def load_calibration(store: MemoryStore, cells: Sequence[Cell]) -> Calibration | None:
     """The saved calibration of the store, if it was computed on exactly these cells."""
     path = _path(store)
     if path is None or not path.is_file():

@@ -19,6 +19,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.literals import code_words, selected_words
 from ehr_magic.reuse.unanswerable import STOPWORDS
 from ehr_magic.text import stem
@@ -240,7 +241,7 @@ class SchemaEvidence:
     MAX_COMMON = 0.3  # tables used by more of the remembered cells are not checked for
     MAX_EXCEPTIONS = 0.05  # share of remembered questions with the word whose code uses none of its tables
 
-    def __init__(self, ehr, memory: WordCodeEvidence | None = None) -> None:
+    def __init__(self, ehr: Database, memory: WordCodeEvidence | None = None) -> None:
         self.memory = memory
         self._checked: dict[str, bool] = {}
         self._checked_version = -1

@@ -94,8 +94,8 @@ def contradicts(a: Sequence[str], b: Sequence[str]) -> bool:
         left, right = group.intersection(a), group.intersection(b)
         if left and right and left != right:
             return True
-    left, right = asked_quantity(a), asked_quantity(b)
-    if left and right and left != right:
+    asked_left, asked_right = asked_quantity(a), asked_quantity(b)
+    if asked_left and asked_right and asked_left != asked_right:
         return True
     return count_target(a) != count_target(b)
 

@@ -16,6 +16,7 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 # Aggregates a question names with a word ("maximum", "average"): reuse may swap them.
 AGGREGATES = frozenset({"MAX", "MIN", "AVG", "SUM"})
@@ -67,7 +68,7 @@ def _code_literals(code: str) -> tuple[Literal, ...]:
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return []
+        return ()
     offsets = _line_offsets(code)
     parents: dict[int, ast.AST] = {}
     for node in ast.walk(tree):
@@ -383,9 +384,9 @@ def _line_offsets(code: str) -> list[int]:
     return offsets
 
 
-def _span(node: ast.AST, code: str, offsets: list[int]) -> tuple[int, int] | None:
+def _span(node: ast.expr, code: str, offsets: list[int]) -> tuple[int, int] | None:
     """Character span of a node (ast columns are UTF-8 byte offsets)."""
-    if getattr(node, "end_lineno", None) is None:
+    if node.end_lineno is None or node.end_col_offset is None:
         return None
     start = _char_offset(code, offsets, node.lineno, node.col_offset)
     end = _char_offset(code, offsets, node.end_lineno, node.end_col_offset)
@@ -420,7 +421,7 @@ def _python_quote(source: str) -> str | None:
         else None
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

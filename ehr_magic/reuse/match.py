@@ -33,7 +33,6 @@ from rapidfuzz import fuzz
 
 from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.assign import (
     assignments,
     features,
@@ -47,7 +46,7 @@ from ehr_magic.reuse.evidence import SchemaEvidence, WordCodeEvidence, content_n
 from ehr_magic.reuse.lexicon import contradicts, operators
 from ehr_magic.reuse.literals import code_literals
 from ehr_magic.reuse.template import Template, analyse, inconsistent_links, residual_tokens
-from ehr_magic.reuse.values import Detected, Value, ValueDetector, tokenize
+from ehr_magic.reuse.values import Detected, Value, ValueDatabase, ValueDetector, tokenize
 from ehr_magic.text import normalise, stem
 
 DEFAULT_THRESHOLD = 0.40
@@ -111,8 +110,9 @@ class _Query:
 class ReuseIndex:
     """Analysed memory entries of one database, searchable by question."""
 
-    def __init__(self, ehr: Database, *, detector: ValueDetector | None = None, threshold: float = DEFAULT_THRESHOLD,
-                 margin: float = DEFAULT_MARGIN, check_operators: bool = True, check_unused_values: bool = True,
+    def __init__(self, ehr: ValueDatabase, *, detector: ValueDetector | None = None,
+                 threshold: float = DEFAULT_THRESHOLD, margin: float = DEFAULT_MARGIN,
+                 check_operators: bool = True, check_unused_values: bool = True,
                  check_evidence: bool = True, check_schema_words: bool = True, check_attributes: bool = True,
                  evidence: dict | None = None) -> None:
         self.ehr = ehr
@@ -330,7 +330,7 @@ class ReuseIndex:
                                [v for v in detected.values if v.kind != "vocab" or v.type in vocab_types])
         default = math.log(1 + max(len(self.templates), 1))
         best: dict[str, Candidate] = {}
-        fuzzy_cache: dict[tuple[str, str], Value | None] = {}
+        fuzzy_cache: dict[tuple[str, str, bool], Value | None] = {}
         for signature, ids in signatures:
             signature_values = slot_values
             extra = self._fuzzy_values(signature, ids, slot_values, fuzzy_cache) if fuzzy else []
@@ -358,7 +358,7 @@ class ReuseIndex:
         return detected, ranked
 
     def _fuzzy_values(self, signature: tuple, ids: list[int], detected: Detected,
-                      cache: dict[tuple[str, str], Value | None]) -> list[Value]:
+                      cache: dict[tuple[str, str, bool], Value | None]) -> list[Value]:
         """Vocabulary values the question spells differently from the database ("RDW"
         for 'rdw' is exact already; "metoprolol" for 'metoprolol tartrate' is not).
 
@@ -407,8 +407,9 @@ class ReuseIndex:
             key = (value_type, text.lower(), pattern)
             if key not in cache:
                 cache[key] = (self._pattern_value if pattern else self._lookup_value)(value_type, text, start, end)
-            if cache[key] is not None:
-                found.append(cache[key])
+            value = cache[key]
+            if value is not None:
+                found.append(value)
         return found
 
     def _pattern_value(self, value_type: str, text: str, start: int, end: int) -> Value | None:

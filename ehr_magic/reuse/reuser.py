@@ -20,20 +20,34 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import polars as pl
 
 from ehr_magic import skills
-from ehr_magic.knowledge.handle import Database
 from ehr_magic.runtime.executor import Executor, base_namespace, is_empty_answer
 from ehr_magic.reuse.adapt import AdaptationError, adapt, check_context, unfound_values
 from ehr_magic.reuse.calibrate import Calibration, calibrate, load_calibration, save_calibration
 from ehr_magic.reuse.lexicon import operator_role_moved
 from ehr_magic.reuse.match import Candidate, MatchResult, ReuseIndex
+from ehr_magic.reuse.template import Template
 from ehr_magic.reuse.unanswerable import unanswerable_reason, unknown_words
+from ehr_magic.reuse.values import Value, ValueDatabase
+
+if TYPE_CHECKING:
+    from ehr_magic.memory import MemoryStore
 
 TRUSTED = ("accepted", "seed", "imported")
+
+
+class _CellFields(TypedDict):
+    """What every result of running one remembered cell says of the question and the cell."""
+
+    question: str
+    entry_id: int
+    entry_question: str
+    origin: str
+    score: float
 
 
 @dataclass
@@ -78,12 +92,12 @@ class Reuser:
     seed, imported) are reused.
     """
 
-    def __init__(self, ehr: Database, *, index: ReuseIndex | None = None, timeout: float = 30.0,
+    def __init__(self, ehr: ValueDatabase, *, index: ReuseIndex | None = None, timeout: float = 30.0,
                  **index_options: Any) -> None:
         self.ehr = ehr
         self.index = index if index is not None else ReuseIndex(ehr, **index_options)  # an empty index is falsy
         self.timeout = timeout
-        self.store: Any = None
+        self.store: MemoryStore | None = None
         self.schema: str | None = None
         self.origins: tuple[str, ...] = TRUSTED
         self._store_state: tuple | None = None
@@ -94,8 +108,8 @@ class Reuser:
         self._explicit = index is not None or "threshold" in index_options or "margin" in index_options
 
     @classmethod
-    def from_store(cls, ehr: Database, store: Any, *, schema: str | None = None, origins: Iterable[str] = TRUSTED,
-                   **options: Any) -> Reuser:
+    def from_store(cls, ehr: ValueDatabase, store: MemoryStore, *, schema: str | None = None,
+                   origins: Iterable[str] = TRUSTED, **options: Any) -> Reuser:
         """A reuser over ``store``'s entries of ``schema`` (default: the database's schema)."""
         reuser = cls(ehr, **options)
         reuser.store = store
@@ -188,8 +202,8 @@ class Reuser:
 
     def _run(self, question: str, candidate: Candidate) -> ReuseResult:
         template = candidate.template
-        base = dict(question=question, entry_id=template.entry_id, entry_question=template.question,
-                    origin=template.origin, score=candidate.score)
+        base = _CellFields(question=question, entry_id=template.entry_id, entry_question=template.question,
+                           origin=template.origin, score=candidate.score)
         try:
             adaptation = adapt(template, candidate.values, self.index.detector.vocabulary)
             check_context(self.ehr, adaptation, template, candidate.values)
@@ -225,7 +239,7 @@ class Reuser:
                            substitutions=adaptation.substitutions,
                            namespace={k: v for k, v in namespace.items() if not k.startswith("__")}, **base)
 
-    def _own_answer_is_zero(self, template: Any) -> bool | None:
+    def _own_answer_is_zero(self, template: Template) -> bool | None:
         """Whether the remembered cell, run as it is, answers 0 (None when it does not run)."""
         key = (template.entry_id, template.code)
         if key not in self._own_answers:
@@ -263,7 +277,7 @@ def zero_answer(answer: Any) -> bool:
     return False
 
 
-def _without_values(question: str, values: Iterable[Any]) -> str:
+def _without_values(question: str, values: Iterable[Value]) -> str:
     """The question with its detected values blanked (a misspelt drug name is a value, not an unknown word)."""
     characters = list(question)
     for value in values:

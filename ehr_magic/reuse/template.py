@@ -358,7 +358,7 @@ def _tables(detector: ValueDetector) -> set[str]:
     cached = getattr(detector, "_table_names", None)
     if cached is None:
         cached = set(detector.ehr.tables())
-        detector._table_names = cached  # type: ignore[attr-defined]
+        detector._table_names = cached  # type: ignore[attr-defined]  # a cache ValueDetector does not declare
     return cached
 
 
@@ -366,7 +366,7 @@ def _columns(detector: ValueDetector, table: str) -> dict[str, str]:
     cache = getattr(detector, "_column_types", None)
     if cache is None:
         cache = {}
-        detector._column_types = cache  # type: ignore[attr-defined]
+        detector._column_types = cache  # type: ignore[attr-defined]  # a cache ValueDetector does not declare
     if table not in cache:
         cache[table] = detector.ehr.columns(table)
     return cache[table]

@@ -103,12 +103,12 @@ class TimeValue:
     # -- resolution ----------------------------------------------------------------------
 
     def _period_start(self, clock: Clock, unit: str, offset: int) -> dt.datetime:
-        return clock.start_of(unit, offset)  # type: ignore[arg-type]
+        return clock.start_of(unit, offset)  # type: ignore[arg-type]  # the grammar finds Clock units only
 
     def bounds(self, clock: Clock) -> tuple[dt.datetime, dt.datetime] | None:
         """``[start, end)`` of the moments the expression names (None for durations)."""
         if self.kind == "period":
-            return clock.period(self.unit, self.n)  # type: ignore[arg-type]
+            return clock.period(self.unit, self.n)  # type: ignore[arg-type]  # the grammar finds Clock units only
         if self.kind == "ago":
             return _ago(clock, self.n, self.unit, overflow=False), clock.now
         if self.kind == "date":
@@ -152,7 +152,7 @@ class TimeValue:
         """Texts this value may take in code, by format name (see the module doc)."""
         out: dict[str, str] = {}
         if self.kind == "period":
-            start, end = clock.period(self.unit, self.n)  # type: ignore[arg-type]
+            start, end = clock.period(self.unit, self.n)  # type: ignore[arg-type]  # the grammar finds Clock units only
             out.update(_stamp("start", start))
             out.update(_stamp("end", end))
             out["offset"] = str(self.n)
@@ -191,7 +191,7 @@ class TimeValue:
             out.update(_stamp("end", dt.datetime(self.year + 1, 1, 1)))
             out["y"] = str(self.year)
         elif self.kind in ("day_of_period", "month_of_year"):
-            start, end = clock.period(self.unit, self.n)  # type: ignore[arg-type]
+            start, end = clock.period(self.unit, self.n)  # type: ignore[arg-type]  # the grammar finds Clock units only
             out.update(_stamp("start", start))
             out.update(_stamp("end", end))
             out["offset"] = str(self.n)
@@ -219,9 +219,12 @@ def window(value: TimeValue, clock: Clock | None) -> tuple:
     window when now is in 2100, "since 1 year ago" another. "before X" admits everything up
     to X's start. Expressions that are not windows (durations, "the last hospital visit",
     "the same day") keep their meaning: ``(kind, unit, n, relation)``."""
-    bounds = value.bounds(clock) if clock is not None and value.kind not in ("duration", "visit", "same") else None
+    not_window = (value.kind, value.unit, value.key, value.relation)
+    if clock is None or value.kind in ("duration", "visit", "same"):
+        return not_window
+    bounds = value.bounds(clock)
     if bounds is None:
-        return (value.kind, value.unit, value.key, value.relation)
+        return not_window
     start, end = bounds
     if value.relation == "since":
         end = dt.datetime.max

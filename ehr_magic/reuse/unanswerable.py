@@ -17,11 +17,14 @@ no remembered cell fits.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ehr_magic.knowledge.handle import Database
 from ehr_magic.reuse.values import Detected
 from ehr_magic.text import FUNCTION_WORDS
+
+if TYPE_CHECKING:
+    from ehr_magic.reuse.match import ReuseIndex  # only for its type: match imports this module (via evidence)
 
 _WORD = re.compile(r"[a-z][a-z]+")
 # Function words, and the words of a request ("please tell me..."): never evidence that a
@@ -30,7 +33,7 @@ STOPWORDS = FUNCTION_WORDS | frozenset("tell show give list please find get let 
                                        .split())
 
 
-def unanswerable_reason(question: str, detected: Detected, index: Any, ehr: Database) -> str:
+def unanswerable_reason(question: str, detected: Detected, index: ReuseIndex, ehr: Database) -> str:
     """A reason the question cannot be answered here ("" when none is certain)."""
     for word, number in detected.unknown_ids:
         column = index.detector.entity_words.get(word, "id")

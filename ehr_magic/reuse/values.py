@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.handle import Database
+from ehr_magic.linking.large_vocabulary import LargeVocabulary
+from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
-from ehr_magic.text import WORD, normalise
+from ehr_magic.text import WORD, normalise, normalise_all
 
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(s)?(?![\w]|\.\d)")
 # Number words that stand alone as counts ("top five"); "one" and "a" are too often
@@ -46,6 +49,13 @@ _AGGREGATE_RENDERINGS = {"max": {"sql": "MAX", "python": "max"}, "min": {"sql": 
                          "avg": {"sql": "AVG", "python": "mean"}, "sum": {"sql": "SUM", "python": "sum"}}
 MAX_VOCABULARY_VALUES = 500_000  # distinct values indexed per column at most
 MAX_NGRAM = 40  # longest value (in words) looked for in a question
+
+
+class ValueDatabase(Database, Protocol):
+    """A database whose text columns value linking indexes (``ehr_magic.db.EHR`` is one):
+    reuse's exact value lookup reads those indexes rather than the columns."""
+
+    def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary: ...
 
 
 @dataclass(frozen=True)
@@ -137,7 +147,7 @@ class VocabularyIndex:
     triples storing it. Thread-safe; columns load lazily.
     """
 
-    def __init__(self, ehr: Database) -> None:
+    def __init__(self, ehr: ValueDatabase) -> None:
         self.ehr = ehr
         self._by_text: dict[str, list[tuple[str, str, str]]] = {}
         self._columns: set[tuple[str, str]] = set()
@@ -161,9 +171,18 @@ class VocabularyIndex:
         if dtype is None or not dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR")):
             return False
         vocabulary = self.ehr.vocabulary(table, column)
+        stored_values: Sequence[str]
+        normalised_values: Sequence[str]
+        if isinstance(vocabulary, LargeVocabulary):
+            # a column of millions of values (a full OMOP vocabulary) keeps them in one Arrow
+            # column, without normal forms: the first ones are normalised here, as linking would
+            stored_values = vocabulary.values.series.head(MAX_VOCABULARY_VALUES).to_list()
+            normalised_values = normalise_all(stored_values).to_list()
+        else:
+            stored_values, normalised_values = vocabulary.values[:MAX_VOCABULARY_VALUES], vocabulary.normalised
         entries: dict[str, list[tuple[str, str, str]]] = {}
         longest = 1
-        for stored, text in zip(vocabulary.values[:MAX_VOCABULARY_VALUES], vocabulary.normalised):
+        for stored, text in zip(stored_values, normalised_values):
             if len(text) < 2 or text.replace(" ", "").isdigit():
                 continue
             entries.setdefault(text, []).append((table, column, stored))
@@ -215,7 +234,7 @@ class ValueDetector:
     does not hold can be reported. Both are learned from memory by the reuse index.
     """
 
-    def __init__(self, ehr: Database, vocabulary: VocabularyIndex | None = None) -> None:
+    def __init__(self, ehr: ValueDatabase, vocabulary: VocabularyIndex | None = None) -> None:
         self.ehr = ehr
         self.clock = ehr.clock
         self.vocabulary = vocabulary or VocabularyIndex(ehr)
