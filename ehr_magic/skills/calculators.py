@@ -16,11 +16,14 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ehr_magic.skills.errors import SkillError
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 Value = Any  # float | int | bool | None | pl.Expr
 
@@ -100,7 +103,8 @@ def _missing(*values: Value) -> Value:
 def _choose(pairs: list[tuple[Value, int]], otherwise: int, missing: Value = False) -> Value:
     """The value of the first true condition (in order), else ``otherwise``; None if ``missing``."""
     if _is_expr(missing, *[c for c, _ in pairs]):
-        chain = pl.when(missing if isinstance(missing, pl.Expr) else pl.lit(bool(missing))).then(pl.lit(None))
+        missing_expr = missing if isinstance(missing, pl.Expr) else pl.lit(bool(missing))
+        chain: Then | ChainedThen = pl.when(missing_expr).then(pl.lit(None))
         for cond, value in pairs:
             chain = chain.when(cond if isinstance(cond, pl.Expr) else pl.lit(bool(cond))).then(pl.lit(value))
         return chain.otherwise(pl.lit(otherwise)).cast(pl.Int64)
@@ -214,13 +218,7 @@ def egfr_ckd_epi_2021(creatinine: Value, age: Value, sex: Value) -> Value:
     k = 0.7 (F) / 0.9 (M), a = -0.241 (F) / -0.302 (M); Scr in mg/dL; adults (>= 18 y).
     """
     if _is_expr(creatinine, age, sex):
-        female = _female(sex) if isinstance(sex, pl.Expr) else pl.lit(_female(sex))
-        kappa = pl.when(female).then(0.7).otherwise(0.9)
-        alpha = pl.when(female).then(-0.241).otherwise(-0.302)
-        ratio = creatinine / kappa
-        value = (142 * ratio.clip(upper_bound=1.0).pow(alpha) * ratio.clip(lower_bound=1.0).pow(-1.2)
-                 * pl.lit(0.9938).pow(age) * pl.when(female).then(1.012).otherwise(1.0))
-        return pl.when(creatinine > 0).then(value)
+        return _egfr_ckd_epi_2021_expr(creatinine, age, sex)
     if creatinine is None or age is None or sex is None:
         return None
     if creatinine <= 0:
@@ -230,6 +228,17 @@ def egfr_ckd_epi_2021(creatinine: Value, age: Value, sex: Value) -> Value:
     ratio = creatinine / kappa
     return (142 * min(ratio, 1.0) ** alpha * max(ratio, 1.0) ** -1.2 * 0.9938 ** age
             * (1.012 if female else 1.0))
+
+
+def _egfr_ckd_epi_2021_expr(creatinine: Value, age: Value, sex: Value) -> pl.Expr:
+    """``egfr_ckd_epi_2021`` for expressions (null where creatinine is not positive)."""
+    female = _female(sex) if isinstance(sex, pl.Expr) else pl.lit(_female(sex))
+    kappa = pl.when(female).then(0.7).otherwise(0.9)
+    alpha = pl.when(female).then(-0.241).otherwise(-0.302)
+    ratio = creatinine / kappa
+    value = (142 * ratio.clip(upper_bound=1.0).pow(alpha) * ratio.clip(lower_bound=1.0).pow(-1.2)
+             * pl.lit(0.9938).pow(age) * pl.when(female).then(1.012).otherwise(1.0))
+    return pl.when(creatinine > 0).then(value)
 
 
 def gcs_total(eye: Value, verbal: Value, motor: Value) -> Value:
@@ -427,10 +436,10 @@ def charlson_index(conditions: dict[str, Value], age: Value = None) -> Value:
         total = pl.sum_horizontal([(t if isinstance(t, pl.Expr) else pl.lit(bool(t))).cast(pl.Int64) * w
                                    for t, w in terms])
         return total + (charlson_age_points(age) if age is not None else 0)
-    total = sum(w for t, w in terms if t)
+    points = sum(w for t, w in terms if t)
     if age is not None:
-        total += charlson_age_points(age)
-    return total
+        points += charlson_age_points(age)
+    return points
 
 
 def _not(x: Value) -> Value:

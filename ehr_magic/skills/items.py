@@ -8,7 +8,9 @@ a skill that needs them fails with a message that says so.
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ehr_magic.skills.errors import SkillError
 
@@ -146,7 +148,15 @@ EHRSQL_MIMIC_IV = SchemaItems(
 SCHEMAS = {s.name: s for s in (MIMIC_IV, EHRSQL_MIMIC_IV)}
 
 
-def schema_items(ehr: object) -> SchemaItems:  # any EHR-like object: only its schema name is read
+class Listing(Protocol):
+    """What ``schema_items`` reads of a database besides its schema name: its tables and columns."""
+
+    def tables(self) -> Iterable[str]: ...
+
+    def columns(self, table: str) -> Container[str]: ...
+
+
+def schema_items(ehr: Listing) -> SchemaItems:  # any EHR-like object; its ``schema`` name is optional
     """The item layout of ``ehr``; MIMIC-IV-shaped databases of another name count as mimic_iv."""
     found = SCHEMAS.get(getattr(ehr, "schema", ""))
     if found is not None:

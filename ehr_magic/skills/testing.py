@@ -11,10 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.skills.items import CONCEPTS
+
+if TYPE_CHECKING:
+    from ehr_magic.db import EHR
 
 T0 = dt.datetime(2180, 1, 2, 0, 0)  # ICU admission of the default patient
 NOW = "2181-01-01 00:00:00"
@@ -164,7 +167,7 @@ def dictionary_rows() -> dict[str, list[dict[str, Any]]]:
 
 
 def build(path: str | os.PathLike[str], data: dict[str, list[dict[str, Any]]], *, schema: str = "mimic_iv",
-          tables: Iterable[str] | None = None):  # -> EHR
+          tables: Iterable[str] | None = None) -> EHR:
     """Write ``data`` as a database file of ``schema`` and connect to it.
 
     Every table of the schema is created (empty when ``data`` has no rows for it) unless

@@ -67,7 +67,7 @@ def find_literals(code: str) -> list[dict[str, Any]]:
 
     def visit(node: ast.AST) -> None:
         value = _literal(node)
-        if value is not _NO:
+        if value is not _NO and isinstance(node, ast.expr):  # literals are expressions, which carry a position
             found.append({"value": value, "line": node.lineno, "col": node.col_offset, "in_string": False})
             if isinstance(value, str):
                 for inner in _inner_literals(value):
@@ -116,7 +116,7 @@ def parametrize(code: str, params: dict[str, Any]) -> str:
 
     class Replace(ast.NodeTransformer):
         def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
-            parts = []
+            parts: list[ast.expr] = []
             for part in node.values:
                 match = _match(part, params) if isinstance(part, ast.Constant) else None
                 if match is not None:
@@ -395,7 +395,8 @@ def _callable(skill: UserSkill, path: str | os.PathLike[str] | None = None,
         names.update({**skill.params, **kwargs})
         result = Executor(ehr, timeout=timeout).run(skill.code, names)
         if not result.ok:
-            raise SkillError(f"User skill {skill.name} (v{skill.version}) failed: {result.error.describe()}")
+            why = result.error.describe() if result.error is not None else "unknown error"
+            raise SkillError(f"User skill {skill.name} (v{skill.version}) failed: {why}")
         return result.answer if result.has_answer else result.last_value
 
     params = [inspect.Parameter("ehr", inspect.Parameter.POSITIONAL_OR_KEYWORD)]

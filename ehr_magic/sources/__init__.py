@@ -32,19 +32,22 @@ class SourceSpec:
     options: tuple[str, ...] = ()  # extra keyword options ``load`` takes (e.g. "schema")
 
 
-def _load_mimic_iv(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+def _load_mimic_iv(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
+                   progress: Progress | None = None) -> LoadReport:
     from ehr_magic.sources import mimic_iv
 
     return mimic_iv.load(inputs, out, now=now, progress=progress)
 
 
-def _load_mimic_iii(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+def _load_mimic_iii(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
+                    progress: Progress | None = None) -> LoadReport:
     from ehr_magic.sources import mimic_iii
 
     return mimic_iii.load(inputs, out, now=now, progress=progress)
 
 
-def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+def _load_ehrsql(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
+                 progress: Progress | None = None) -> LoadReport:
     from ehr_magic.sources import ehrsql
 
     if len(inputs) != 1:
@@ -52,14 +55,15 @@ def _load_ehrsql(inputs: Sequence[str], out: str, *, now=None, progress: Progres
     return ehrsql.load(inputs[0], out, now=now or ehrsql.EHRSQL_NOW, progress=progress)
 
 
-def _load_eicu(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None) -> LoadReport:
+def _load_eicu(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
+               progress: Progress | None = None) -> LoadReport:
     from ehr_magic.sources import eicu
 
     return eicu.load(inputs, out, now=now, progress=progress)
 
 
-def _load_csv_folder(inputs: Sequence[str], out: str, *, now=None, progress: Progress | None = None,
-                     schema: str | None = None) -> LoadReport:
+def _load_csv_folder(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
+                     progress: Progress | None = None, schema: str | None = None) -> LoadReport:
     from ehr_magic.sources import folder
 
     return folder.load(inputs, out, now=now, progress=progress, schema=schema)

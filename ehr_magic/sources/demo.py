@@ -111,11 +111,11 @@ def demo_database(
     """
     real = demo_dir() / "mimic-iv-demo.duckdb"
     if local:
-        copy = fetch.verify_local_copy(list(local))
-        _say_unverified(copy, say)
-        _build(copy, real, progress)
+        local_copy = fetch.verify_local_copy(list(local))
+        _say_unverified(local_copy, say)
+        _build(local_copy, real, progress)
         failed_fetch_marker().unlink(missing_ok=True)
-        return DemoDatabase(real, "mimic-iv-demo", f"the MIMIC-IV demo from {_folders(copy)}")
+        return DemoDatabase(real, "mimic-iv-demo", f"the MIMIC-IV demo from {_folders(local_copy)}")
     why = "requested"  # the reason reads "..., as requested"
     if not synthetic_only:
         if real.exists() and not rebuild:
@@ -144,14 +144,14 @@ def _demo_files(url: str | None, say: Callable[[str], None], *,
     local = os.environ.get("EHR_MAGIC_DEMO_DIR")
     if local:
         try:
-            return _verified(local.split(os.pathsep), say), "", False
+            return _verified(tuple(local.split(os.pathsep)), say), "", False
         except DataSourceError as exc:
             say(f"EHR_MAGIC_DEMO_DIR does not hold a usable MIMIC-IV demo: {exc}")
             return None, "EHR_MAGIC_DEMO_DIR holds no complete MIMIC-IV demo", False
     cached = fetch.default_demo_dir()
     if fetch.cache_is_complete(cached):
         try:
-            return _verified([cached], say), "", False
+            return _verified((cached,), say), "", False
         except DataSourceError as exc:
             say(f"The cached copy of the MIMIC-IV demo is not usable: {exc}")
             (cached / fetch.COMPLETE_MARKER).unlink(missing_ok=True)  # fetch again, as for a partial copy
@@ -181,7 +181,7 @@ def _demo_files(url: str | None, say: Callable[[str], None], *,
         say(why)
         return None, "the MIMIC-IV demo download is incomplete", False
     try:
-        return _verified([cached], say), "", False
+        return _verified((cached,), say), "", False
     except DataSourceError as exc:
         _remember_failed_fetch(source, str(exc))
         say(str(exc))
@@ -204,7 +204,7 @@ def _remember_failed_fetch(url: str, why: str) -> None:
     marker.write_text(json.dumps({"when": when, "url": url, "why": why}, indent=1) + "\n", encoding="utf-8")
 
 
-def _verified(dirs: list[str | os.PathLike[str]], say: Callable[[str], None]) -> fetch.LocalCopy:
+def _verified(dirs: tuple[str | os.PathLike[str], ...], say: Callable[[str], None]) -> fetch.LocalCopy:
     copy = fetch.verify_local_copy(dirs)
     _say_unverified(copy, say)
     return copy

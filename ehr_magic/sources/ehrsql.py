@@ -12,6 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from ehr_magic.db.build import building, write_metadata
@@ -76,7 +77,7 @@ def load(
         source.close()
 
 
-def _copy_table(source: sqlite3.Connection, con, table: str) -> int:
+def _copy_table(source: sqlite3.Connection, con: duckdb.DuckDBPyConnection, table: str) -> int:
     columns = [(row[1], duckdb_type(row[2] or ""))
                for row in source.execute(f"PRAGMA table_info({quote(table, 'sqlite')})")]
     ident = quote(table)

@@ -121,12 +121,13 @@ def load(
         notes = _drop_time_zones(con, loaded) + tuple(
             f"File {Path(file).name} was empty (not even a header row), so it was not loaded."
             for file in report.empty.values())
-        knowledge, anchor = drafting.draft(con, loaded, schema=schema, dataset=dataset, now=given, notes=notes)
+        drafted_files: dict[str, Path | None] = dict(loaded)  # draft also takes tables with no file (None)
+        knowledge, anchor = drafting.draft(con, drafted_files, schema=schema, dataset=dataset, now=given,
+                                           notes=notes)
         # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
         knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
         if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:
-            anchor = knowledge_store.clock_time(knowledge.clock, lambda t, c: con.execute(
-                f"SELECT max({quote(c)}) FROM {quote(t)}").fetchone()[0])
+            anchor = knowledge_store.clock_time(knowledge.clock, lambda t, c: _latest(con, t, c))
         write_knowledge(con, schema, knowledge.to_yaml())
         return anchor
 
@@ -134,6 +135,12 @@ def load(
 
     return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
                        now=now, progress=progress, finish=finish)
+
+
+def _latest(con: duckdb.DuckDBPyConnection, table: str, column: str) -> object:
+    """The largest value of ``table.column`` (None when it is empty)."""
+    row = con.execute(f"SELECT max({quote(column)}) FROM {quote(table)}").fetchone()
+    return row[0] if row is not None else None  # an aggregate always gives one row
 
 
 def _check_shape(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> None:

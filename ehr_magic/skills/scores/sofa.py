@@ -30,13 +30,19 @@ LIMITS = ("Missing organs count 0 in the total (their column is null). No FiO2 -
 
 # The reference patient (times in hours from ICU admission): every organ abnormal on day 1.
 _ART = [(50821, 3, 80.0, 7), (50816, 3, 50.0, 7), (52033, 3, "ART.", 7)]  # PaO2 80 on FiO2 50%: P/F 160
-_FULL = dict(
-    labs=[(51265, 2, 45.0), (50885, 2, 2.5), (50912, 2, 1.5), *_ART, (51265, 30, 10.0)],
-    chart=[(220052, 1, 65.0), (220739, 2, 2), (223900, 2, 3), (223901, 2, 5)],
-    inputs=[(221906, 2, 4, 0.05, "mcg/kg/min")],
-    procedures=[(225792, 0, 10)],
-    outputs=[(226559, 5, 100), (226559, 20, 200)],
-)
+
+
+def _full_patient() -> dict[str, list[dict[str, Any]]]:
+    """The reference patient's rows, built afresh for each vector."""
+    return icu_patient(
+        labs=[(51265, 2, 45.0), (50885, 2, 2.5), (50912, 2, 1.5), *_ART, (51265, 30, 10.0)],
+        chart=[(220052, 1, 65.0), (220739, 2, 2), (223900, 2, 3), (223901, 2, 5)],
+        inputs=[(221906, 2, 4, 0.05, "mcg/kg/min")],
+        procedures=[(225792, 0, 10)],
+        outputs=[(226559, 5, 100), (226559, 20, 200)],
+    )
+
+
 _FULL_EXPECTED = {"respiration": 3, "coagulation": 3, "liver": 2, "cardiovascular": 3, "cns": 2, "renal": 3,
                   "sofa": 16, "pf_ratio_min": 160.0, "gcs_min": 10.0, "urine_output": 300.0}
 
@@ -62,10 +68,10 @@ _FULL_EXPECTED = {"respiration": 3, "coagulation": 3, "liver": 2, "cardiovascula
     vectors=(
         Vector("Every organ abnormal on day 1 (platelets 45, bilirubin 2.5, creatinine 1.5, P/F 160 ventilated, "
                "MAP 65 + norepinephrine 0.05, GCS 2+3+5, urine 300 mL/24 h); platelets 10 at 30 h ignored",
-               _FULL_EXPECTED, data=icu_patient(**_FULL)),
+               _FULL_EXPECTED, data=_full_patient()),
         Vector("Same patient as of 2.5 h: the blood gas (3 h) and the day's urine are not yet known",
                {"respiration": None, "coagulation": 3, "liver": 2, "cardiovascular": 3, "cns": 2, "renal": 1,
-                "sofa": 11}, call={"as_of": "2180-01-02 02:30:00"}, data=icu_patient(**_FULL)),
+                "sofa": 11}, call={"as_of": "2180-01-02 02:30:00"}, data=_full_patient()),
         Vector("P/F 160 without ventilation: respiration 2", {"respiration": 2, "sofa": 2},
                data=icu_patient(labs=_ART)),
         Vector("MAP 68 only: cardiovascular 1", {"cardiovascular": 1, "sofa": 1},

@@ -187,16 +187,16 @@ def _resolve(ctx: Context, item: str | int | list[int] | tuple[int, ...]) -> Con
     for c in CONCEPTS.values():
         if set(ids) <= set(c.itemids):
             return Concept(c.name, c.table, ids, c.low, c.high, c.unit, c.worst, c.convert, c.label)
-    table = None
+    events_table = None
     for d, target in (("d_labitems", "labevents"), ("d_items", "chartevents")):
         if d in ctx.ehr.tables():
             found = ctx.ehr.sql(f"SELECT count(*) AS n FROM {d} WHERE itemid IN ({', '.join(map(str, ids))})").item()
             if found:
-                table = target
+                events_table = target
                 break
-    if table is None:
+    if events_table is None:
         raise SkillError(f"Item ids {list(ids)} are in neither d_labitems nor d_items.")
-    return Concept(f"item {ids[0]}", table, ids, -1e12, 1e12, "", None, {}, f"items {list(ids)}")
+    return Concept(f"item {ids[0]}", events_table, ids, -1e12, 1e12, "", None, {}, f"items {list(ids)}")
 
 
 @register(Card(

@@ -460,8 +460,10 @@ def diagnoses_table(rng: Rng, c: Cohort) -> dict[str, pa.Array]:
     parts_adm.append(ca)
     parts_dx.append(cdx)
     f = c.flag
-    status = [("anticoag_use", f("anticoag"), 0.6), ("insulin_use", f("dm"), 0.35), ("aspirin_use", f("cad"), 0.5),
-              ("dialysis", f("esrd"), 0.9), ("dnr", c.died | (c.age > 85), np.where(c.died, 0.5, 0.15))]
+    # (status code, who may have it, the chance they do: one for all or one per admission)
+    status: list[tuple[str, np.ndarray, float | np.ndarray]] = [
+        ("anticoag_use", f("anticoag"), 0.6), ("insulin_use", f("dm"), 0.35), ("aspirin_use", f("cad"), 0.5),
+        ("dialysis", f("esrd"), 0.9), ("dnr", c.died | (c.age > 85), np.where(c.died, 0.5, 0.15))]
     for key, has, p in status:
         rows = np.flatnonzero(has & (rng.random(na) < p))
         parts_adm.append(rows)

@@ -133,22 +133,22 @@ def inputevents_table(rng: Rng, c: Cohort, ids: Ids) -> dict[str, pa.Array]:
     s = r["stay"]
     adm = c.stay_adm[s]
     has_rate = ~np.isnan(r["rate"])
-    j = r["item"]
+    item_pos = r["item"]  # each row's position in it.INPUT_ITEMS
 
     def text(name: str) -> pa.Array:
         labels, pos = ITEM_TEXT[name]
         lookup = np.array([pos[getattr(x, name)] for x in items])
-        return cat(lookup[j], labels)
+        return cat(lookup[item_pos], labels)
 
-    total = np.array([np.nan if x.total is None else x.total for x in items])[j]
-    open_bag = np.array([x.kind in ("drip", "fluid") for x in items])[j]
+    total = np.array([np.nan if x.total is None else x.total for x in items])[item_pos]
+    open_bag = np.array([x.kind in ("drip", "fluid") for x in items])[item_pos]
     shift = r["start"] // (12 * HOUR)
     return {
         "subject_id": num(c.subject_id[c.pat[adm]]), "hadm_id": num(c.hadm_id[adm]), "stay_id": num(c.stay_id[s]),
         "caregiver_id": num(ids.caregivers[(c.stay_id[s] * 7 + shift * 13) % len(ids.caregivers)]),
         "starttime": ts(r["start"]), "endtime": ts(r["end"]),
         "storetime": ts(r["end"] + rng.integers(0, 20, n) * MINUTE),
-        "itemid": num(np.array([x.itemid for x in items])[j]),
+        "itemid": num(np.array([x.itemid for x in items])[item_pos]),
         "amount": num(r["amount"]), "amountuom": text("amountuom"),
         "rate": num(np.nan_to_num(r["rate"]), has_rate), "rateuom": text("rateuom"),
         "orderid": num(orderid), "linkorderid": num(linkorderid),

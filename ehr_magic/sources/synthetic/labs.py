@@ -131,8 +131,8 @@ def labevents_table(rng: Rng, c: Cohort, ids: Ids) -> dict[str, pa.Array]:
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("draw", "item", "val", "text", "panel")}
     for p, (name, items, p_first, p_ward, p_icu, boosts) in enumerate(it.PANELS):
         prob = np.array([p_first, p_ward, p_icu])[d_kind]
-        for flag, extra in boosts.items():
-            prob = prob + extra * (d_kind == 0) * c.flags[d_adm, FLAG_INDEX[flag]]
+        for flag_name, extra in boosts.items():
+            prob = prob + extra * (d_kind == 0) * c.flags[d_adm, FLAG_INDEX[flag_name]]
         sel = np.flatnonzero(rng.random(len(d_kind)) < prob)
         if not len(sel):
             continue

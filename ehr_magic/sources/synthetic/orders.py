@@ -180,7 +180,7 @@ for _p, _name in enumerate(PANELS):
     for _k, (_ab, _r) in enumerate(dr.SUSCEPTIBILITY_PANELS[_name]):
         PANEL_AB[_p, _k] = AB_IDS.index(_ab)
         PANEL_R[_p, _k] = _r
-ORG_PANEL = np.array([-1 if dr.ORGANISMS[o][1] is None else PANELS.index(dr.ORGANISMS[o][1]) for o in ORG_IDS])
+ORG_PANEL = np.array([-1 if panel is None else PANELS.index(panel) for _, panel in (dr.ORGANISMS[o] for o in ORG_IDS)])
 TESTS = list(dict.fromkeys(t for s in dr.SPECIMENS for t in s.tests))
 COMMENTS = list(dict.fromkeys([s.negative_comment for s in dr.SPECIMENS]
                               + [dr.GRAM_STAIN_NEGATIVE, dr.GRAM_STAIN_POSITIVE]))
