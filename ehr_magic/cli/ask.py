@@ -6,12 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_magic.agent import AgentSettings, Event
 from ehr_magic.agent.steps import to_json_value
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.safety.privacy import preview
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ehr_magic.db import EHR
+    from ehr_magic.session import Answer, Session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +47,7 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the model may see of the data (default: by dataset)")
 
 
-def open_database(args: argparse.Namespace) -> Any:
+def open_database(args: argparse.Namespace) -> EHR:
     """The database ``--db`` names, else the magic's default (EHR_MAGIC_DB, else the
     demo database); which one is said on stderr, so that --json output stays clean."""
     from ehr_magic.db import connect
@@ -63,7 +67,7 @@ def open_database(args: argparse.Namespace) -> Any:
     return ehr
 
 
-def open_session(args: argparse.Namespace, ehr: Any):
+def open_session(args: argparse.Namespace, ehr: EHR) -> Session:
     """A ``Session`` on ``ehr`` with the memory store the magic uses."""
     from ehr_magic.memory import MemoryStore
     from ehr_magic.session import Session
@@ -110,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if answer.status == "answered" else 1
 
 
-def accept(session: Any, answer: Any) -> int | None:
+def accept(session: Session, answer: Answer) -> int | None:
     """Store an answer as accepted, under the question its code answers on its own."""
     return session.cells.remember(answer.standalone_question, answer.code, knowledge=answer.knowledge,
                                   answer_preview=preview(answer.answer, 500),
@@ -122,7 +126,7 @@ def error_dict(question: str, message: str) -> dict[str, Any]:
     return {"question": question, "status": "error", "message": message, "answer": None, "code": ""}
 
 
-def answer_dict(answer: Any) -> dict[str, Any]:
+def answer_dict(answer: Answer) -> dict[str, Any]:
     """The JSON form of an ``Answer`` (the agent's step details when the agent answered)."""
     out = answer.result.to_dict() if answer.result is not None else {"steps": [], "llm_calls": 0, "prompt_tokens": 0,
                                                                      "completion_tokens": 0, "model": ""}
@@ -141,7 +145,7 @@ def progress(event: Event) -> None:
         print(f"          {event.step.line()}", file=sys.stderr)
 
 
-def print_answer(answer: Any) -> None:
+def print_answer(answer: Answer) -> None:
     print(f"status: {answer.status} ({'from memory' if answer.source == 'memory' else answer.source})")
     if answer.standalone_question != answer.question:
         print(f"meaning: {answer.standalone_question}")

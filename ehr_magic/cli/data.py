@@ -136,14 +136,14 @@ def run_knowledge(args: argparse.Namespace) -> int:
     from ehr_magic.db import knowledge_io
 
     if args.export:
-        knowledge = knowledge_io.export_knowledge(args.file, args.export)
-        print(f"Wrote {args.export}: knowledge of schema {knowledge.schema}, {len(knowledge.tables)} tables. "
+        exported = knowledge_io.export_knowledge(args.file, args.export)
+        print(f"Wrote {args.export}: knowledge of schema {exported.schema}, {len(exported.tables)} tables. "
               f"Edit it, then: ehr-magic data knowledge {redact(args.file)} --import {args.export}")
         return 0
     if args.import_file:
-        knowledge = knowledge_io.import_knowledge(args.file, args.import_file)
-        print(f"Imported {args.import_file} into {redact(args.file)}: schema {knowledge.schema}, "
-              f"{len(knowledge.tables)} tables described. Notebooks already connected to it see it once they "
+        imported = knowledge_io.import_knowledge(args.file, args.import_file)
+        print(f"Imported {args.import_file} into {redact(args.file)}: schema {imported.schema}, "
+              f"{len(imported.tables)} tables described. Notebooks already connected to it see it once they "
               "connect again (%ehr connect).")
         return 0
     from ehr_magic.knowledge.view import knowledge_view

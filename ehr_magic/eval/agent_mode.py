@@ -16,18 +16,20 @@ import json
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from ehr_magic.agent import AgentSettings
-from ehr_magic.eval.answerers import EvalContext, Outcome
+from ehr_magic.eval.answerers import EvalContext, Outcome, Status
 from ehr_magic.memory import MemoryStore
-from ehr_magic.session import Session
+from ehr_magic.session import Answer, Session
+
+# A session's statuses that the evaluation keeps; any other ("abstained", "generated": code not run) abstains.
+_KEPT_STATUSES: dict[str, Status] = {"answered": "answered", "clarify": "clarify", "failed": "failed"}
 
 
-def outcome(answer: Any) -> Outcome:
+def outcome(answer: Answer) -> Outcome:
     """A session's ``Answer`` as the evaluation's ``Outcome``."""
     result = answer.result
-    status = answer.status if answer.status in ("answered", "clarify", "failed") else "abstained"
+    status = _KEPT_STATUSES.get(answer.status, "abstained")
     return Outcome(status, answer=answer.answer, code=answer.code,
                    llm_calls=len(result.llm_calls) if result else 0,
                    prompt_tokens=result.prompt_tokens if result else 0,
@@ -72,9 +74,8 @@ class MemoryModeAnswerer:
         from ehr_magic.reuse import Reuser
 
         self.ehr = context.ehr
-        self.grow = bool(getattr(context, "grow_memory", False))
-        folder = Path(context.work_dir) if getattr(context, "work_dir", None) else Path(
-            tempfile.mkdtemp(prefix="ehr-magic-memory-"))
+        self.grow = context.grow_memory
+        folder = context.work_dir or Path(tempfile.mkdtemp(prefix="ehr-magic-memory-"))
         folder.mkdir(parents=True, exist_ok=True)
         self.store = MemoryStore(folder / "memory.sqlite")
         examples = context.memory_examples()

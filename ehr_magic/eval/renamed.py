@@ -25,6 +25,7 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import sqlglot
@@ -235,15 +236,15 @@ def rename_sql(sql: str, names: Naming) -> str:
 
     def rename(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and node.name in read:
-            new = node.copy()
-            new.set("this", exp.to_identifier(names.table(node.name)))
-            return new
+            table = node.copy()
+            table.set("this", exp.to_identifier(names.table(node.name)))
+            return table
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-            new = node.copy()
-            new.set("this", exp.to_identifier(column_name(node)))
+            column = node.copy()
+            column.set("this", exp.to_identifier(column_name(node)))
             if node.table in read and alias_of.get(node.table) == node.table:  # qualified by the table's own name
-                new.set("table", exp.to_identifier(names.table(node.table)))
-            return new
+                column.set("table", exp.to_identifier(names.table(node.table)))
+            return column
         if isinstance(node, exp.Literal) and node.is_string and node.this in values:
             return exp.Literal.string(values[node.this])
         return node
@@ -310,7 +311,7 @@ def _remove_folder(folder: Path) -> None:
     folder.rmdir()
 
 
-def truth(names: Naming, tables_json: Path, dataset: Path) -> dict:
+def truth(names: Naming, tables_json: Path, dataset: Path) -> dict[str, Any]:
     """The mapping, the renamed true foreign keys and every answerable question's renamed gold SQL."""
     spec = json.loads(tables_json.read_text())[0]
     tables, cols = spec["table_names_original"], spec["column_names_original"]
@@ -321,7 +322,7 @@ def truth(names: Naming, tables_json: Path, dataset: Path) -> dict:
                      "ref_table": names.table(tables[pt]), "ref_column": names.columns[tables[pt]][pc],
                      # one id column pointing at the row numbers of several tables, chosen by another column
                      "polymorphic": pc == ROW_ID})
-    questions = {}
+    questions: dict[str, dict[str, dict[str, str | list[str]]]] = {}  # split -> id -> renamed gold SQL and its tables
     for split in SPLITS:
         labels = json.loads((dataset / split / "label.json").read_text())
         questions[split] = {}

@@ -136,20 +136,24 @@ def run_questions(
     learn: bool = False,
 ) -> Iterator[QuestionResult]:
     """Yield scored results as questions finish (in completion order with ``workers`` > 1)."""
-    if learn and not isinstance(answerer, Learner):
-        raise EhrMagicError("This mode cannot grow its memory: its answerer has no learn(question, code, qid).")
+    # learn() is optional (the Learner protocol), so only an answerer that has it may grow its memory.
+    learner: Learner | None = None
+    if learn:
+        if not isinstance(answerer, Learner):
+            raise EhrMagicError("This mode cannot grow its memory: its answerer has no learn(question, code, qid).")
+        learner = answerer
     if learn and workers > 1:
         raise EhrMagicError("--grow-memory learns from each answer before the next question; use --workers 1.")
     items = list(items)
     if workers <= 1:
         for item in items:
             result = score(item, *ask(answerer, item))
-            if learn and result.correct and result.status == "answered" and result.code:
-                answerer.learn(item.question, result.code, item.id)  # type: ignore[union-attr]
+            if learner is not None and result.correct and result.status == "answered" and result.code:
+                learner.learn(item.question, result.code, item.id)
             yield result
         return
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ehr-eval")
-    pending: dict[Future, Item] = {}
+    pending: dict[Future[tuple[Outcome, float]], Item] = {}
     queue = iter(items)
     try:
         for item in queue:  # keep at most 2 x workers questions in flight

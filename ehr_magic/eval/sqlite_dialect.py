@@ -28,9 +28,9 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlglot
 from sqlglot import exp
@@ -66,6 +66,8 @@ _TIME_TEXT = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(
 _INTEGER_TYPES = {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
                   exp.DataType.Type.TINYINT}
 _JD_UNIX_EPOCH = 2440587.5  # Julian day number of 1970-01-01 00:00:00
+
+_Node = TypeVar("_Node", bound=exp.Expr)
 
 
 class TranslationError(EhrMagicError):
@@ -434,7 +436,7 @@ def _bind_bare_columns(select: exp.Select) -> None:
     for column in bare:
         if len(extremes) == 1:
             kind = exp.ArgMin if isinstance(extremes[0], exp.Min) else exp.ArgMax
-            bound: exp.Expression = kind(this=column.copy(), expression=extremes[0].this.copy())
+            bound: exp.Expr = kind(this=column.copy(), expression=extremes[0].this.copy())
         else:
             bound = exp.AnyValue(this=column.copy())
         if column.parent is select:  # keep the output column's name for outer queries
@@ -442,14 +444,14 @@ def _bind_bare_columns(select: exp.Select) -> None:
         column.replace(bound)
 
 
-def _local_nodes(root: exp.Expression, kind: type | tuple[type, ...]):
+def _local_nodes(root: exp.Expr, kind: type[_Node] | tuple[type[_Node], ...]) -> Iterator[_Node]:
     """Nodes of ``kind`` under ``root`` that belong to the same query (not to a subquery)."""
     for node in root.walk(prune=lambda n: n is not root and isinstance(n, (exp.Select, exp.Subquery))):
         if isinstance(node, kind) and not (node is not root and isinstance(node, (exp.Select, exp.Subquery))):
             yield node
 
 
-def _in_grouped_expression(node: exp.Expression, grouped_sql: set[str], stop: exp.Expression) -> bool:
+def _in_grouped_expression(node: exp.Expr, grouped_sql: set[str], stop: exp.Expr) -> bool:
     parent = node.parent
     while grouped_sql and parent is not None and parent is not stop:
         if parent.sql() in grouped_sql:
@@ -458,7 +460,7 @@ def _in_grouped_expression(node: exp.Expression, grouped_sql: set[str], stop: ex
     return False
 
 
-def _inside(node: exp.Expression, kind: type | tuple[type, ...], stop: exp.Expression) -> bool:
+def _inside(node: exp.Expr, kind: type | tuple[type, ...], stop: exp.Expr) -> bool:
     parent = node.parent
     while parent is not None and parent is not stop:
         if isinstance(parent, kind):
@@ -541,7 +543,7 @@ def _duckdb(template: str, **parts: exp.Expression) -> exp.Expression:
 
 
 @lru_cache(maxsize=512)
-def _parse_template(template: str) -> exp.Expression:
+def _parse_template(template: str) -> exp.Expr:
     return sqlglot.parse_one(template, read="duckdb")
 
 

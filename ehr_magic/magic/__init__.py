@@ -3,12 +3,15 @@ post-run hook that accepts inserted cells, and binds ``ehr``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_magic.errors import EhrMagicError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ehr_magic.magic.magics import EhrMagics
 
-def load_ipython_extension(ip: Any) -> Any:
+
+def load_ipython_extension(ip: Any) -> EhrMagics:
     """Register ``%%ehr``/``%ehr`` and the post-run hook; returns the ``EhrMagics``."""
     from ehr_magic.magic.hook import make_post_run_hook
     from ehr_magic.magic.magics import EhrMagics
@@ -26,7 +29,7 @@ def load_ipython_extension(ip: Any) -> Any:
     return magics
 
 
-def connect_at_load(magics: Any) -> None:
+def connect_at_load(magics: EhrMagics) -> None:
     """Connect the default database and say what it is (or how to connect one)."""
     try:
         magics._ready()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ehr_magic.agent.loop import KnowledgeMode
 from ehr_magic.errors import sentences
 from ehr_magic.session.cells import MARKER, cell_body, marker_line, new_token, read_marker, with_marker  # noqa: F401
 
@@ -39,7 +40,7 @@ class AskCommand:
     model: str | None = None
     steps: int | None = None
     shots: int | None = None
-    knowledge: str | None = None
+    knowledge: KnowledgeMode | None = None  # argparse admits only these choices
     as_name: str | None = None
     no_run: bool = False
     regenerate: bool = False

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.session.cells import read_marker
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ehr_magic.session import Session
 
-def make_post_run_hook(session: Any) -> Callable[[Any], None]:
+
+def make_post_run_hook(session: Session) -> Callable[[Any], None]:
     def post_run_cell(result: Any) -> None:
         try:
             info = getattr(result, "info", None)

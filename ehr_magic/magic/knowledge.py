@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from IPython.display import display
 
 from ehr_magic.knowledge.view import KnowledgeView, TableView
 from ehr_magic.magic.command import CommandError
+
+if TYPE_CHECKING:  # pragma: no cover - magics imports this module
+    from ehr_magic.magic.magics import EhrMagics
 
 USAGE = "Usage: %ehr knowledge [TABLE] | edit [PATH] | import FILE"
 IMPORT_HINT = "import it with %ehr knowledge import {path}."
@@ -49,7 +52,7 @@ def parse(args: list[str]) -> KnowledgeCommand:
     raise CommandError(USAGE)
 
 
-def run(magics: Any, args: list[str]) -> None:
+def run(magics: EhrMagics, args: list[str]) -> None:
     """Serve one ``%ehr knowledge`` command for the ``EhrMagics`` instance."""
     cmd = parse(args)
     session = magics._ready()
@@ -59,6 +62,7 @@ def run(magics: Any, args: list[str]) -> None:
     elif cmd.action == "import":
         print(magics.import_knowledge(cmd.argument))
     elif cmd.action == "table":
+        assert cmd.argument is not None, "parse names the table"
         table = session.knowledge_view().table(cmd.argument)
         display({"text/plain": table_text(table, columns=True), "text/html": table_html(table)}, raw=True)
     else:

@@ -8,21 +8,25 @@ as one clear message, never a traceback, and never stop "Run all".
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import HTML, display
+from IPython.display import HTML, DisplayHandle, display
 from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode
 from traitlets.config import Configurable
 
 from ehr_magic.agent import AgentSettings, Event
+from ehr_magic.agent.loop import KnowledgeMode, RunMode
 from ehr_magic.sources.demo import default_target
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.magic import command, render
 from ehr_magic.magic.command import CommandError
-from ehr_magic.session import Session
+from ehr_magic.session import Answer, Session
 from ehr_magic.session import variables as notebook
+
+if TYPE_CHECKING:  # pragma: no cover
+    from IPython.core.interactiveshell import InteractiveShell
 
 HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline|off] [--as NAME]
       [--no-run] [--regenerate] [--quiet]
@@ -57,7 +61,8 @@ class EhrMagics(Magics, Configurable):
     base_url = Unicode(None, allow_none=True, config=True, help="Base URL of an OpenAI-compatible server.")
     steps = Integer(10, config=True, help="Most code attempts per question (EHRAgent's T).")
     shots = Integer(4, config=True, help="Few-shot examples taken from memory (EHRAgent's K).")
-    knowledge = Enum(["separate", "inline", "off"], "inline", config=True, help="Knowledge integration mode.")
+    knowledge: Enum[KnowledgeMode] = Enum(["separate", "inline", "off"], "inline", config=True,
+                                          help="Knowledge integration mode.")
     timeout = Float(60.0, config=True, help="Seconds one run of generated code may take.")
     memory = Unicode(None, allow_none=True, config=True,
                      help="Memory file (default: EHR_MAGIC_MEMORY or the user data dir).")
@@ -65,18 +70,26 @@ class EhrMagics(Magics, Configurable):
                  help="What memory keeps: only cells the analyst accepted, or also every successful answer.")
     database = Unicode(None, allow_none=True, config=True, help="Database to connect at load time (default: demo).")
     show_progress = Bool(True, config=True, help="Show live progress while the assistant works.")
-    run_mode = Enum(["auto", "review", "review-if-flagged"], "auto", config=True,
-                    help="auto: run guarded code at once; review: insert it for the analyst to run; "
-                         "review-if-flagged: review only code the guard flags.")
+    run_mode: Enum[RunMode] = Enum(["auto", "review", "review-if-flagged"], "auto", config=True,
+                                   help="auto: run guarded code at once; review: insert it for the analyst to run; "
+                                        "review-if-flagged: review only code the guard flags.")
     privacy = Enum(["schema", "aggregates", "full"], None, allow_none=True, config=True,
                    help="What the model may see of the data (default: full for open demos and synthetic data, "
                         "schema for anything else).")
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
         Configurable.__init__(self, config=shell.config, parent=shell)
         self.session = Session()  # connected on first use (``_ready``)
         self.observe(self._settings_changed, names=list(_CONFIG_KEYS))
+
+    @property
+    def ipython(self) -> InteractiveShell:
+        """The shell these magics serve (IPython types ``Magics.shell`` as None: it may be unset)."""
+        shell: InteractiveShell | None = self.shell
+        if shell is None:
+            raise RuntimeError("EhrMagics is not registered with an IPython shell.")
+        return shell
 
     # -- entry point -------------------------------------------------------------------
 
@@ -119,16 +132,18 @@ class EhrMagics(Magics, Configurable):
         progress.close()
         for note in answer.notes:
             self._say(f"ehr-magic: {note}")
-        if answer.offered.token is None:
+        offered = answer.offered
+        assert offered is not None, "ask_in_notebook always offers a cell"
+        if offered.token is None:
             if answer.source == "session":  # the question could not be read: one sentence, nothing to show
                 self._say(f"ehr-magic: {answer.message}")
                 return
             display({"text/plain": render.failure_text(answer), "text/html": render.failure_html(answer)}, raw=True)
             return
-        token = answer.offered.token
+        token = offered.token
         model = answer.result.model if answer.result else ""
-        if answer.offered.insert:
-            self.shell.set_next_input(answer.offered.cell, replace=False)
+        if offered.insert:
+            self.ipython.set_next_input(offered.cell, replace=False)
         if answer.status == "generated":
             reason = "--no-run" if cmd.no_run else answer.message or "review"
             self._say(f"ehr-magic: code inserted below, not run ({reason}). Read it, then run the cell to execute "
@@ -150,13 +165,13 @@ class EhrMagics(Magics, Configurable):
 
             review_buttons(self, token)
 
-    def _bind(self, answer, as_name: str | None) -> None:
+    def _bind(self, answer: Answer, as_name: str | None) -> None:
         skip = self.session.code_names()  # what every cell's code has already: ehr, pl, skills...
         values = {k: v for k, v in answer.namespace.items() if k not in skip and not k.startswith("_")}
         values["answer"] = answer.answer
         if as_name:
             values[as_name] = answer.answer
-        self.shell.user_ns.update(values)
+        self.ipython.user_ns.update(values)
 
     # -- %ehr commands -----------------------------------------------------------------
 
@@ -308,7 +323,7 @@ class EhrMagics(Magics, Configurable):
             found = [lit["value"] for lit in user.find_literals(code)
                      if not isinstance(lit["value"], str) or lit["in_string"]]
             print(f"Literals in the cell you can turn into parameters: {found[:12]}")
-        value = self.shell.user_ns.get("answer")
+        value = self.ipython.user_ns.get("answer")
         expected = to_json_value(value)
         tests = [{"params": dict(params), "expected": expected if not isinstance(expected, list) else
                   [dict(zip(value.columns, row)) for row in expected[:20]] if hasattr(value, "columns") else expected}]
@@ -359,8 +374,8 @@ class EhrMagics(Magics, Configurable):
         """Bind ``ehr`` and the clinical ``skills`` in the user's namespace, as generated code sees them."""
         from ehr_magic import skills
 
-        self.shell.user_ns["ehr"] = self.session.ehr
-        self.shell.user_ns.update(skills.namespace(self.session.ehr))
+        self.ipython.user_ns["ehr"] = self.session.ehr
+        self.ipython.user_ns.update(skills.namespace(self.session.ehr))
 
     def _settings_changed(self, change: Any = None) -> None:
         if change is not None and change["name"] == "memory" and self.session.memory is not None:
@@ -373,7 +388,7 @@ class EhrMagics(Magics, Configurable):
 
     def user_variables(self) -> dict[str, Any]:
         """The analyst's own variables in the kernel (``ehr_magic.session.variables.analyst_variables``)."""
-        return notebook.analyst_variables(self.shell.user_ns, getattr(self.shell, "user_ns_hidden", {}))
+        return notebook.analyst_variables(self.ipython.user_ns, getattr(self.ipython, "user_ns_hidden", {}))
 
     @staticmethod
     def _say(text: str) -> None:
@@ -398,7 +413,7 @@ class _ProgressLine:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.handle = None
+        self.handle: DisplayHandle | None = None
         self._last = 0.0
 
     def __call__(self, phase: str, done: int, total: int) -> None:
@@ -423,7 +438,7 @@ class _Progress:
         self.enabled = enabled
         self.lines: list[str] = []
         self.streamed = ""
-        self.handle = None
+        self.handle: DisplayHandle | None = None
         self._last = 0.0
 
     def on_event(self, event: Event) -> None:

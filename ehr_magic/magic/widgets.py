@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.display import display
 
+if TYPE_CHECKING:  # pragma: no cover - magics imports this module
+    from ehr_magic.magic.magics import EhrMagics
 
-def review_buttons(magics: Any, token: str) -> None:
+
+def review_buttons(magics: EhrMagics, token: str) -> None:
     """Show the review buttons for the inserted cell ``token``; no-op without ipywidgets."""
     try:
         import ipywidgets as widgets
@@ -39,7 +42,7 @@ def review_buttons(magics: Any, token: str) -> None:
     def on_regenerate(_: Any) -> None:
         with out:
             out.clear_output()
-            magics.shell.run_cell_magic("ehr", "--regenerate --quiet", cell.question)
+            magics.ipython.run_cell_magic("ehr", "--regenerate --quiet", cell.question)
 
     accept.on_click(on_accept)
     reject.on_click(on_reject)
