@@ -22,6 +22,6 @@ def test_ruff_finds_nothing() -> None:
     assert done.returncode == 0, f"ruff check ehr_magic tests bench:\n{done.stdout}{done.stderr}"
 
 
-def test_mypy_finds_nothing_in_the_core_packages() -> None:
+def test_mypy_finds_nothing_in_the_package() -> None:
     done = run("mypy")  # the files and settings of [tool.mypy]
     assert done.returncode == 0, f"mypy:\n{done.stdout}{done.stderr}"
