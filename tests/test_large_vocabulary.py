@@ -1,7 +1,8 @@
 """Lookups in columns of millions of values: ``LargeVocabulary`` finds what ``Vocabulary`` finds, on
 real values (the ICD titles of the EHRSQL database); a connection indexes a column past ``LARGE``
 values with it, keeps a vocabulary column's index on disk for the next connection (never a
-patient-level column's), and generated code can look up a column of more values than its row cap."""
+patient-level column's), and generated code can look up a column of more values than its row cap.
+A question's first prompt links the same stored values whether its columns are large or not."""
 
 from __future__ import annotations
 
@@ -71,3 +72,30 @@ def test_generated_code_looks_up_a_column_past_its_row_cap(ehrsql_db: Path) -> N
             assert rows > 100 and ehr.lookup("d_icd_diagnoses", "long_title", "sepsis", k=1) == ["sepsis"]
             with pytest.raises(limits.ResultTooLargeError):
                 ehr.sql("SELECT long_title FROM d_icd_diagnoses")
+
+
+LINKED = ("What was the first hemoglobin value of patient 10021487?",
+          "How many patients were diagnosed with acute kidney failure, unspecified since 2100?",
+          "What was the name of the procedure that patient 10021487 received two or more times?",
+          "How many patients were given sodium chloride 0.9% in the icu?")
+
+
+def test_a_question_links_the_same_stored_values_in_a_large_column(ehrsql_db: Path, monkeypatch,
+                                                                  tmp_path: Path) -> None:
+    from ehr_magic.agent import Agent, context
+    from ehr_magic.linking.question import link_question
+
+    monkeypatch.setenv("EHR_MAGIC_CACHE_DIR", str(tmp_path / "cache"))
+
+    def linked() -> list[str]:
+        with ehr_magic.connect(ehrsql_db) as ehr:
+            for question in LINKED:
+                Agent(ehr, None).prompt(question)  # table choice and the prompt read the indexes too
+            return [context.linked_values(link_question(ehr, question)) for question in LINKED]
+
+    small = linked()
+    monkeypatch.setattr(large_vocabulary, "LARGE", 1000)
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        assert isinstance(ehr.vocabulary("d_icd_diagnoses", "long_title"), LargeVocabulary)
+    assert linked() == small
+    assert "d_icd_diagnoses.long_title = 'acute kidney failure, unspecified'" in small[1]

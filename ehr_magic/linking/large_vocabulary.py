@@ -86,10 +86,25 @@ class _Values(Sequence):
         return self.series.gather(indexes).to_list()
 
 
+class _Normalised(Sequence):
+    """Each value's normal form (``ehr_magic.text.normalise``), made when it is read: linking reads
+    a few per question, and keeping millions of them would double the index."""
+
+    def __init__(self, values: _Values) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        return normalise(self.values[index])
+
+
 @dataclass(frozen=True)
 class LargeVocabulary:
     """The distinct values of one large column, indexed for ``match`` (see the module docstring).
-    ``values``, ``words``, ``postings`` and ``idf`` read as ``Vocabulary``'s do (``words`` sorted)."""
+    ``values``, ``normalised``, ``words``, ``postings`` and ``idf`` read as ``Vocabulary``'s do
+    (``words`` sorted)."""
 
     values: _Values
     words: tuple[str, ...]
@@ -134,6 +149,10 @@ class LargeVocabulary:
         return cls.of(pl.read_ipc(folder / "values.arrow")["value"], words["word"],
                       pl.read_ipc(folder / "postings.arrow")["value"].to_numpy(),
                       words["count"].to_numpy().astype(np.int64))
+
+    @property
+    def normalised(self) -> _Normalised:
+        return _Normalised(self.values)
 
     # -- what table choice reads ------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ import polars as pl
 
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
+from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.text import NUMBER_WORDS
 
@@ -148,11 +149,14 @@ class _Found:
 class _ColumnWords:
     """One column's word index with what linking adds: words per value and each value's weight."""
 
-    def __init__(self, vocabulary: Vocabulary) -> None:
+    def __init__(self, vocabulary: Vocabulary | LargeVocabulary) -> None:
         self.vocabulary = vocabulary
         self.word_index = {word: i for i, word in enumerate(vocabulary.words)}
-        counts = [len(p) for p in vocabulary.postings]
-        flat = np.concatenate(vocabulary.postings) if counts else np.zeros(0, dtype=np.int64)
+        if isinstance(vocabulary, LargeVocabulary):  # a column past LARGE values: its postings are one array
+            counts, flat = vocabulary.postings.counts(), vocabulary.postings.flat.astype(np.int64)
+        else:
+            counts = np.asarray([len(p) for p in vocabulary.postings], dtype=np.int64)
+            flat = np.concatenate(vocabulary.postings) if len(counts) else np.zeros(0, dtype=np.int64)
         size = len(vocabulary.values)
         self.mass = np.bincount(flat, weights=np.repeat(vocabulary.idf, counts), minlength=size)
         # the words of each value, value by value (the postings turned around)
