@@ -148,6 +148,19 @@ def test_duckdb_config_bounds_the_engine_and_stays_locked(tmp_path: Path, db: Pa
     assert duckdb_config() == default  # fixed for the process: a second connection must match the first
 
 
+def test_a_query_that_spills_to_disk_works_before_the_cache_folder_exists(tmp_path: Path, monkeypatch) -> None:
+    # a fresh machine: no cache folder yet, and DuckDB makes the spill folder but not the folders above it
+    cache = tmp_path / "fresh-home" / ".cache" / "ehr-magic"
+    monkeypatch.setenv("EHR_MAGIC_CACHE_DIR", str(cache))
+    config = duckdb_config(memory_limit="64MB")  # a setting of its own: made now, under this cache folder
+    assert config["temp_directory"] == str(cache / "duckdb-spill")
+    with duckdb.connect(":memory:", config=config) as con:
+        con.execute("SET enable_progress_bar = false")
+        sorted_rows = con.execute("SELECT count(*) FROM (SELECT md5(range::VARCHAR) AS h FROM range(3000000) "
+                                  "ORDER BY h)").fetchone()
+    assert sorted_rows == (3_000_000,)
+
+
 def test_memory_watch_fires_when_memory_grows() -> None:
     if process_rss() is None:
         pytest.skip("resident memory cannot be measured on this platform")

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -186,9 +187,20 @@ def _config(memory_fraction: float, memory_limit: str | None, temp_directory: st
         from ehr_magic.paths import cache_dir
 
         temp_directory = cache_dir() / "duckdb-spill"
-    config["temp_directory"] = str(Path(temp_directory))
+    config["temp_directory"] = str(_spill_folder(Path(temp_directory)))
     config["max_temp_directory_size"] = max_temp_size
     return config
+
+
+def _spill_folder(wanted: Path) -> Path:
+    """``wanted`` with its parent folders made: DuckDB makes the spill folder itself, but not the
+    folders above it, and a first large query on a fresh machine (no cache folder yet) would fail;
+    where they cannot be made (a read-only home), a private folder of the system's temporary one."""
+    try:
+        wanted.parent.mkdir(parents=True, exist_ok=True)
+        return wanted
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="ehr-magic-duckdb-spill-"))
 
 
 # -- process memory ---------------------------------------------------------------------------
