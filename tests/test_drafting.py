@@ -326,6 +326,26 @@ def test_a_folder_of_200_files_is_drafted_whole(tmp_path: Path) -> None:
         assert tables["measure_007"].row.startswith("One row per measure.")
 
 
+def test_keys_are_probed_in_batches_and_every_join_across_them_is_found(tmp_path: Path) -> None:
+    # each table's own key, referred to by the next table: more keys than one query scans
+    from ehr_magic.knowledge.drafting import joins
+
+    count = 2 * joins.KEYS_PER_QUERY + 10
+    folder = tmp_path / "chain"
+    folder.mkdir()
+    for n in range(count):
+        header = f"unit_{n:03d}_key" + (f",unit_{n - 1:03d}_key" if n else "") + ",reading"
+        rows = "".join(f"K{n}-{i * 7919 % 10007}" + (f",K{n - 1}-{i % 10 * 7919 % 10007}" if n else "")
+                       + f",{i % 4}\n" for i in range(20))
+        (folder / f"unit_{n:03d}.csv").write_text(header + "\n" + rows)
+    sources.load("csv", [folder], tmp_path / "chain.duckdb")
+    with ehr_magic.connect(tmp_path / "chain.duckdb") as ehr:
+        tables = ehr.knowledge.tables
+        for n in range(1, count):
+            assert tables[f"unit_{n:03d}"].joins == (
+                f"unit_{n - 1:03d} ON unit_{n:03d}.unit_{n - 1:03d}_key = unit_{n - 1:03d}.unit_{n - 1:03d}_key",)
+
+
 def test_a_time_range_is_said_by_its_days_unless_it_lies_within_one_day() -> None:
     import duckdb
 

@@ -41,6 +41,7 @@ SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
 BIG_TABLE = 500_000  # rows of a column's table past which its values are read from a sample
 CHANCE_PROBES = 2000  # evenly spread integers over a column's range, to rule out chance
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
+KEYS_PER_QUERY = 64  # key columns scanned in one query
 
 
 @dataclass(frozen=True)
@@ -270,10 +271,15 @@ def _store_sketches(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
 
 
 def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
-    """The hashes of the keys' values that some sketch holds (one scan of each key column)."""
-    parts = [f"SELECT {k.kid} AS kid, hash({k.column.as_key()}) AS h FROM {quote(k.table.name)}" for k in keys]
-    con.execute("CREATE OR REPLACE TEMP TABLE _draft_keys AS SELECT DISTINCT kid, h "
-                f"FROM ({' UNION ALL '.join(parts)}) WHERE h IN (SELECT h FROM _draft_sketches)")
+    """The hashes of the keys' values that some sketch holds (one scan of each key column), a batch
+    of keys per query: one union of thousands of scans (a warehouse of 1,500 tables) holds a buffer
+    per scan and runs out of the drafting memory."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _draft_keys (kid INTEGER, h UBIGINT)")
+    for first in range(0, len(keys), KEYS_PER_QUERY):
+        parts = [f"SELECT {k.kid} AS kid, hash({k.column.as_key()}) AS h FROM {quote(k.table.name)}"
+                 for k in keys[first:first + KEYS_PER_QUERY]]
+        con.execute("INSERT INTO _draft_keys SELECT DISTINCT kid, h "
+                    f"FROM ({' UNION ALL '.join(parts)}) WHERE h IN (SELECT h FROM _draft_sketches)")
 
 
 def _found(con: duckdb.DuckDBPyConnection,
