@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -295,12 +296,22 @@ def conventions_for(tables: Sequence[str], shown: Collection[str], question: str
 
 def shared_columns(ehr: Any) -> tuple[str, ...]:
     """The columns every table has, with the same type (a row number), which the index says once;
-    none when there are fewer than three tables."""
-    tables = ehr.tables()
-    if len(tables) < 3:
-        return ()
-    first = ehr.columns(tables[0])
-    return tuple(name for name, kind in first.items() if all(ehr.columns(t).get(name) == kind for t in tables[1:]))
+    none when there are fewer than three tables. Kept per database: every table's description
+    asks, and a warehouse has thousands of tables."""
+    tables = tuple(ehr.tables())
+    kept = _SHARED.get(ehr)
+    if kept is not None and kept[0] == tables:
+        return kept[1]
+    shared: tuple[str, ...] = ()
+    if len(tables) >= 3:
+        first = ehr.columns(tables[0])
+        shared = tuple(name for name, kind in first.items()
+                       if all(ehr.columns(t).get(name) == kind for t in tables[1:]))
+    _SHARED[ehr] = (tables, shared)
+    return shared
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -331,6 +342,7 @@ class TablePicker:
         knowledge = ehr.knowledge
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
+        self._table_names: re.Pattern[str] | None = None  # every table's name, as its description may say it
         self._documents = self._table_documents(knowledge)
         self._name_document = self._table_documents(knowledge, names_only=True)
         self._name_words = {t: frozenset(identifier_words(t)) | spelled_out(t) for t in self.tables}
@@ -595,7 +607,7 @@ class TablePicker:
                     text = text.replace(advice, " ")
                 # another table named in the text ("refers to admissions.hadm_id", "referred to by
                 # charges") says what this table joins, not what it holds: its words stay with it
-                add(_content_forms(self._other_tables(table).sub(" ", text)))
+                add(_content_forms(self._without_other_tables(table, text)))
             forms[table] = here
         for rule in knowledge.conventions if knowledge and not names_only else ():
             named = convention_tables(self.tables, rule)
@@ -614,11 +626,15 @@ class TablePicker:
                 if _ANY_FORM in used.get(stem, {_ANY_FORM}) or not asked.get(stem)
                 or any(_same_word(a, u) for a in asked[stem] for u in used[stem])}
 
-    def _other_tables(self, table: str) -> re.Pattern[str]:
-        others = sorted((t for t in self.tables if t != table), key=len, reverse=True)
-        if not others:
-            return re.compile(r"(?!)")
-        return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in others) + r")(?:\.\w+)?\b", re.IGNORECASE)
+    def _without_other_tables(self, table: str, text: str) -> str:
+        """``text`` without the names of the other tables (and a column after one: 'admissions.hadm_id')."""
+        if self._table_names is None:  # one pattern for every table: one per table made a warehouse's
+            # 1,500 tables cost minutes of compiling
+            names = sorted(self.tables, key=len, reverse=True)
+            self._table_names = re.compile(r"\b(" + "|".join(re.escape(t) for t in names) + r")(?:\.\w+)?\b",
+                                           re.IGNORECASE)
+        own = table.lower()
+        return self._table_names.sub(lambda m: m.group(0) if m.group(1).lower() == own else " ", text)
 
     def _by_hierarchy(self) -> set[str]:
         """The tables whose codes questions name by a broader one (``by_hierarchy``)."""

@@ -607,9 +607,14 @@ class _Malformed(Exception):
     """A problem in one knowledge file; becomes an EhrMagicError naming the file."""
 
 
+# libyaml's safe loader where PyYAML was built with it: the same documents, read ten times faster
+# (the drafted knowledge of a warehouse of 1,500 tables is a megabyte, read on every connect)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise EhrMagicError(f"Knowledge file {source} is not valid YAML: {_yaml_problem(exc)}") from None
     try:
