@@ -16,7 +16,7 @@ from ehr_magic.agent import context
 from ehr_magic.agent.context import index_columns
 from ehr_magic.agent.table_choice import TablePicker, shared_columns
 from ehr_magic.llm import LLMClient, resolve_settings, window
-from ehr_magic.llm.tokens import estimate_prompt_tokens
+from ehr_magic.llm.tokens import estimate_prompt_tokens, estimate_tokens
 from ehr_magic.llm.window import ContextWindow
 from fake_llm import FakeReply
 
@@ -216,14 +216,47 @@ def test_a_4k_window_keeps_the_needed_tables_and_drops_examples_first(ehr) -> No
     assert all(f"\n- {t}: " in user for t in brief)
 
 
-def test_the_system_message_gives_up_the_index_columns_then_the_table_conventions() -> None:
-    def tokens(columns: bool, conventions: bool) -> int:  # index columns 400, table conventions 800
-        return 1000 + 400 * columns + 800 * conventions
+def test_the_system_message_gives_up_the_index_columns_then_the_table_conventions_then_table_names() -> None:
+    names = [10] * 100  # a hundred tables of 10 tokens each: 1000 tokens of names
 
-    assert system_form(tokens, int(2200 / SYSTEM_SHARE)) == (True, True)
-    assert system_form(tokens, int(1800 / SYSTEM_SHARE)) == (False, True)
-    assert system_form(tokens, int(1400 / SYSTEM_SHARE)) == (True, False)  # the columns come back
-    assert system_form(tokens, int(1200 / SYSTEM_SHARE)) == (False, False)
+    def tokens(columns: bool, conventions: bool, listed: int | None) -> int:
+        # index columns 400, table conventions 800, the rest of the message 200
+        return 200 + sum(names[:listed]) + 400 * columns + 800 * conventions
+
+    assert system_form(tokens, int(2400 / SYSTEM_SHARE), names) == (True, True, None)
+    assert system_form(tokens, int(2000 / SYSTEM_SHARE), names) == (False, True, None)
+    assert system_form(tokens, int(1600 / SYSTEM_SHARE), names) == (True, False, None)  # the columns come back
+    assert system_form(tokens, int(1200 / SYSTEM_SHARE), names) == (False, False, None)
+    assert system_form(tokens, int(705 / SYSTEM_SHARE), names) == (False, False, 50)  # the names that fit
+
+
+def test_a_warehouse_of_many_tables_names_those_most_joined_to_and_says_where_the_others_are(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE patient_dim AS SELECT 'P' || range AS patient_key, range % 2 AS sex_c FROM range(40)")
+        for n in range(360):
+            con.execute(f"CREATE TABLE flowsheet_group_{n:03d} AS SELECT 'P' || (range % 40) AS patient_key, "
+                        f"range * {n + 1} AS measured_value FROM range(30)")
+        con.execute("CREATE TABLE hemoglobin_results AS SELECT 'P' || (range % 40) AS patient_key, "
+                    "7 + range / 10 AS hemoglobin_g_dl FROM range(50)")
+    small = ContextWindow(4096, "test")
+    with ehr_magic.connect(db) as ehr:
+        names_alone = estimate_prompt_tokens([{"role": "system", "content": ", ".join(ehr.tables())}])
+        assert names_alone > SYSTEM_SHARE * small.tokens  # the names alone would crowd the question out
+        agent = agent_on(ehr)
+        first = agent.prompt("What was the lowest hemoglobin of patient P7?", window=small)
+        second = agent.prompt("How many patients are there?", window=small)
+    system = first.messages[0]["content"]
+    assert system == second.messages[0]["content"]  # the same prefix for every question
+    assert estimate_tokens(system) <= SYSTEM_SHARE * small.tokens
+    listed = first.layout.index_tables
+    assert listed is not None and 0 < listed < 362
+    assert f"{listed} of the 362 tables, those most joined to first: patient_dim, " in system
+    assert "ehr.tables() names them all" in system
+    assert "hemoglobin_results" in first.tables[:first.layout.tables]  # the table the question needs, in full
+    assert "## hemoglobin_results" in first.messages[1]["content"]
 
 
 def test_the_conventions_of_a_question_are_those_of_its_tables_and_of_its_rare_words() -> None:

@@ -5,7 +5,9 @@ that a provider's prompt cache (or a local server's KV cache) reuses it for ever
 it indexes every table with its column names, or, when that index would take more than
 ``SYSTEM_SHARE`` of the window, with the table names alone; when even that is too long (a
 dataset with pages of conventions in a small window), the conventions that speak of a table go
-with the question that shows it instead (``system_form``).
+with the question that shows it instead; and when the names alone are too many (a warehouse of
+thousands of tables), it names as many as fit, those the most tables join to first
+(``system_form``, ``context.index_order``).
 
 The question's message is laid out in full (the chosen tables described, best first, within
 ``SCHEMA_SHARE`` of the window, and the chosen tables past that share in one line each, every
@@ -29,7 +31,7 @@ Token counts are estimates (``ehr_magic.llm.tokens``) that err on the high side.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ehr_magic.llm.errors import LLMContextError
@@ -57,6 +59,7 @@ class Layout:
     index_columns: bool = True  # each table's column names in the system index; else table names only
     brief: int = 0  # how many of the next chosen tables get one line each (column names, joins)
     all_conventions: bool = True  # every convention in the system message; else those of a table with the question
+    index_tables: int | None = None  # how many tables the system index names, the most joined first; None: all
 
 
 Messages = list[dict[str, str]]
@@ -66,18 +69,31 @@ SCHEMA_SHARE = 0.35  # of the window, at most, for the chosen tables' descriptio
 SYSTEM_SHARE = 0.4  # of the window, at most, for a system message whose index names every column
 
 
-def system_form(system_tokens: Callable[[bool, bool], int], window: int) -> tuple[bool, bool]:
-    """``(index_columns, all_conventions)`` for ``window``: whether the system index names each
-    table's columns (else only the tables) and holds every convention (else only those that speak
-    of no table), given ``system_tokens(index_columns, all_conventions)``. Decided per database
-    and window, never per question, so the system message stays the same: the columns go first,
-    and the conventions move to the questions only when even the bare index leaves no room."""
+def system_form(system_tokens: Callable[[bool, bool, int | None], int], window: int,
+                name_tokens: Sequence[int] = ()) -> tuple[bool, bool, int | None]:
+    """``(index_columns, all_conventions, index_tables)`` for ``window``: whether the system index
+    names each table's columns (else only the tables) and holds every convention (else only those
+    that speak of no table), and how many tables it names (None: all), given
+    ``system_tokens(index_columns, all_conventions, index_tables)`` and the tokens of each table's
+    name in the order a bounded index lists them (``name_tokens``). Decided per database and window,
+    never per question, so the system message stays the same: the columns go first, the conventions
+    move to the questions only when even the bare index leaves no room, and only then does the
+    index name fewer tables (a warehouse of thousands), as many as fit."""
     share = SYSTEM_SHARE * window
-    if system_tokens(True, True) <= share:
-        return True, True
-    if system_tokens(False, True) <= share:
-        return False, True
-    return system_tokens(True, False) <= share, False
+    if system_tokens(True, True, None) <= share:
+        return True, True, None
+    if system_tokens(False, True, None) <= share:
+        return False, True, None
+    if system_tokens(True, False, None) <= share:
+        return True, False, None
+    if system_tokens(False, False, None) <= share or not name_tokens:
+        return False, False, None
+    room = share - system_tokens(False, False, 0)
+    listed = 0
+    while listed < len(name_tokens) and name_tokens[listed] <= room:
+        room -= name_tokens[listed]
+        listed += 1
+    return False, False, listed
 
 MIN_FULL = 4  # the best tables described in full, when they fit the share, before any more in one line
 

@@ -18,14 +18,16 @@ from ehr_magic.runtime.executor import SHOWN_ROWS, ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
-def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True, conventions: bool = True) -> str:
+def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True, conventions: bool = True,
+                  listed: int | None = None) -> str:
     """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
     every table: its column names (with ``full_index``, its row and description too; with
     ``columns`` false, for the smallest windows, only the table names). With ``conventions``
     false, only the conventions that speak of no table: the others go with the question that
-    shows their tables (``question_conventions``)."""
+    shows their tables (``question_conventions``). With ``listed``, the names of that many tables
+    only, the most joined to first (``index_order``): a warehouse of thousands of tables."""
     return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index, columns,
-                              conventions, ehr.stored_knowledge)
+                              conventions, listed, ehr.stored_knowledge)
 
 
 def question_conventions(ehr: Any, shown: Collection[str], question: str) -> str:
@@ -42,7 +44,7 @@ def question_conventions(ehr: Any, shown: Collection[str], question: str) -> str
 
 @lru_cache(maxsize=16)
 def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, columns: bool, all_conventions: bool,
-                       stored_knowledge: str | None) -> str:
+                       listed: int | None, stored_knowledge: str | None) -> str:
     from ehr_magic.db import connect
 
     # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it, and on
@@ -58,7 +60,7 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, colum
             introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
             conventions = ""
         return prompts.render("system", introduction=introduction, conventions=conventions,
-                              table_index=table_index(ehr, full=full_index, columns=columns),
+                              table_index=table_index(ehr, full=full_index, columns=columns, listed=listed),
                               time_rules=_time_rules(ehr), shown_rows=SHOWN_ROWS)
 
 
@@ -71,27 +73,51 @@ def _time_rules(ehr: Any) -> str:
     return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def table_index(ehr: Any, *, full: bool = False, columns: bool = True) -> str:
+def table_index(ehr: Any, *, full: bool = False, columns: bool = True, listed: int | None = None) -> str:
     """One line per table with every column, so that no column name is ever unknown to the model
     (with ``full``, each table's row and description first; a column every table has, such as a
     row number, said once first); for the smallest windows, with ``columns`` false, only the
-    table names. Absent tables are named last."""
+    table names, and with ``listed``, only the names of that many, the most joined to first, and
+    where to find the others. Absent tables are named last."""
     knowledge = ehr.knowledge
     shared = table_choice.shared_columns(ehr)
-    if full or columns:
+    if listed is not None and listed < len(ehr.tables()):
+        names = index_order(ehr)[:listed]
+        lines = [LISTED.format(listed=len(names), total=len(ehr.tables()), names=", ".join(names))]
+        lines += [_every_table_has(ehr, shared)] if shared else []
+    elif full or columns:
         lines = [_every_table_has(ehr, shared)] if shared else []
         for t in ehr.tables():
-            listed = index_columns(ehr, t, shared)
+            own = index_columns(ehr, t, shared)
             if full and knowledge is not None and t in knowledge.tables:
-                lines.append(f"{knowledge.tables[t].summary()} Columns: {listed or 'those every table has'}.")
+                lines.append(f"{knowledge.tables[t].summary()} Columns: {own or 'those every table has'}.")
             else:
-                lines.append(f"{t}: {listed}" if listed else t)
+                lines.append(f"{t}: {own}" if own else t)
     else:
         lines = [", ".join(ehr.tables())] + ([_every_table_has(ehr, shared)] if shared else [])
     absent = knowledge.absent if knowledge is not None else ()
     if absent:
         lines.append(f"Not in this database (questions that need them cannot be answered): {', '.join(absent)}.")
     return "\n".join(lines)
+
+
+# the index of a warehouse whose table names alone would crowd the model's window out
+LISTED = ("{listed} of the {total} tables, those most joined to first: {names}. The others are not listed here: "
+          "ehr.tables() names them all, ehr.describe(table) gives one's columns, and those a question seems to "
+          "need come with it.")
+
+
+def index_order(ehr: Any) -> list[str]:
+    """The tables, those the most tables join to first (a warehouse's patients and encounters),
+    then by name: what a bounded index lists, the same for every question."""
+    knowledge = ehr.knowledge
+    tables = ehr.tables()
+    referrers: dict[str, int] = dict.fromkeys(tables, 0)
+    for info in knowledge.tables.values() if knowledge is not None else ():
+        for target in set(info.join_targets):
+            if target in referrers and target != info.name:
+                referrers[target] += 1
+    return sorted(tables, key=lambda t: (-referrers[t], t))
 
 
 def _every_table_has(ehr: Any, shared: Collection[str]) -> str:

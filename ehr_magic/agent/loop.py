@@ -403,7 +403,8 @@ class Agent:
         def render(layout: budget.Layout, knowledge: str = "") -> list[dict[str, str]]:
             system = {"role": "system", "content": context.system_prompt(self.ehr, full_index=layout.full_index,
                                                                         columns=layout.index_columns,
-                                                                        conventions=layout.all_conventions)}
+                                                                        conventions=layout.all_conventions,
+                                                                        listed=layout.index_tables)}
             # the conventions a system message without them leaves to the question: its full tables' own
             conventions = "" if layout.all_conventions else conventions_of(choice.tables[:layout.tables])
             # the spine's line first: most tables join it, so it says their common joins once
@@ -420,9 +421,10 @@ class Agent:
                 text = fitted.render() + "\n" + text
             return [system, _user(text)]
 
-        columns, all_conventions = budget.system_form(
-            lambda with_columns, conventions: estimate_tokens(context.system_prompt(
-                self.ehr, full_index=False, columns=with_columns, conventions=conventions)), window.tokens)
+        columns, all_conventions, listed = budget.system_form(
+            lambda with_columns, conventions, listed: estimate_tokens(context.system_prompt(
+                self.ehr, full_index=False, columns=with_columns, conventions=conventions, listed=listed)),
+            window.tokens, self._index_name_tokens)
         full_sizes = [estimate_tokens(context.table_details(self.ehr, [t])) for t in choice.tables]
         brief_sizes = [estimate_tokens(context.table_details(self.ehr, [], [t], brief_columns=not columns))
                        for t in choice.tables]
@@ -430,10 +432,15 @@ class Agent:
         needed = min(described, choice.needed())  # the rest in one line each: the index has their columns
         described, brief = needed, brief + described - needed
         full = budget.Layout(tables=described, brief=brief, examples=len(shots), skills=bool(skills_text),
-                             index_columns=columns, all_conventions=all_conventions)
+                             index_columns=columns, all_conventions=all_conventions, index_tables=listed)
         layout, messages = budget.fit(full, render, window)
         return Prompt(messages, layout, window, list(choice.tables[:layout.tables + layout.brief]),
                       list(shots[:layout.examples]), render, linked)
+
+    @cached_property
+    def _index_name_tokens(self) -> list[int]:
+        """The tokens of each table's name in a bounded system index, in its order (``index_order``)."""
+        return [estimate_tokens(f"{t}, ") for t in context.index_order(self.ehr)]
 
     @cached_property
     def table_picker(self) -> TablePicker:
