@@ -41,7 +41,7 @@ SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
 BIG_TABLE = 500_000  # rows of a column's table past which its values are read from a sample
 CHANCE_PROBES = 2000  # evenly spread integers over a column's range, to rule out chance
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
-KEYS_PER_QUERY = 64  # key columns scanned in one query
+KEYS_PER_QUERY = 8  # key columns scanned in one query: each scan holds buffers of its own
 
 
 @dataclass(frozen=True)

@@ -212,10 +212,11 @@ def read(name: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def meaningful(name: str) -> set[str]:
+@functools.lru_cache(maxsize=16384)  # join finding asks for every column against every key's table
+def meaningful(name: str) -> frozenset[str]:
     """The words of ``name`` that say what it is about, singular (``patientKey`` -> ``{'patient'}``,
     ``PAT_ID`` -> ``{'patient'}``)."""
-    return {singular(w) for w in read(name) if w not in GENERIC and not w.isdigit()}
+    return frozenset(singular(w) for w in read(name) if w not in GENERIC and not w.isdigit())
 
 
 def phrase(name: str) -> str:
