@@ -228,6 +228,7 @@ def test_the_system_message_gives_up_the_index_columns_then_the_table_convention
     assert system_form(tokens, int(1600 / SYSTEM_SHARE), names) == (True, False, None)  # the columns come back
     assert system_form(tokens, int(1200 / SYSTEM_SHARE), names) == (False, False, None)
     assert system_form(tokens, int(705 / SYSTEM_SHARE), names) == (False, False, 50)  # the names that fit
+    assert system_form(tokens, int(150 / SYSTEM_SHARE), names) == (False, False, 0)
 
 
 def test_a_warehouse_of_many_tables_names_those_most_joined_to_and_says_where_the_others_are(tmp_path: Path) -> None:
@@ -248,6 +249,7 @@ def test_a_warehouse_of_many_tables_names_those_most_joined_to_and_says_where_th
         agent = agent_on(ehr)
         first = agent.prompt("What was the lowest hemoglobin of patient P7?", window=small)
         second = agent.prompt("How many patients are there?", window=small)
+        assert context.table_index(ehr, columns=False, listed=0).startswith("The 362 tables are not listed here: ")
     system = first.messages[0]["content"]
     assert system == second.messages[0]["content"]  # the same prefix for every question
     assert estimate_tokens(system) <= SYSTEM_SHARE * small.tokens

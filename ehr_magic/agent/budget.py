@@ -93,6 +93,10 @@ def system_form(system_tokens: Callable[[bool, bool, int | None], int], window: 
     while listed < len(name_tokens) and name_tokens[listed] <= room:
         room -= name_tokens[listed]
         listed += 1
+    # the names' tokens, estimated one by one, add up to a little less than the list's
+    step = max(1, listed // 20)
+    while listed and system_tokens(False, False, listed) > share:
+        listed = max(0, listed - step)
     return False, False, listed
 
 MIN_FULL = 4  # the best tables described in full, when they fit the share, before any more in one line

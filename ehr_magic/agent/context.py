@@ -83,7 +83,8 @@ def table_index(ehr: Any, *, full: bool = False, columns: bool = True, listed: i
     shared = table_choice.shared_columns(ehr)
     if listed is not None and listed < len(ehr.tables()):
         names = index_order(ehr)[:listed]
-        lines = [LISTED.format(listed=len(names), total=len(ehr.tables()), names=", ".join(names))]
+        lines = [(LISTED if names else NONE_LISTED).format(listed=len(names), total=len(ehr.tables()),
+                                                          names=", ".join(names))]
         lines += [_every_table_has(ehr, shared)] if shared else []
     elif full or columns:
         lines = [_every_table_has(ehr, shared)] if shared else []
@@ -105,6 +106,8 @@ def table_index(ehr: Any, *, full: bool = False, columns: bool = True, listed: i
 LISTED = ("{listed} of the {total} tables, those most joined to first: {names}. The others are not listed here: "
           "ehr.tables() names them all, ehr.describe(table) gives one's columns, and those a question seems to "
           "need come with it.")
+NONE_LISTED = ("The {total} tables are not listed here: ehr.tables() names them all, ehr.describe(table) gives one's "
+               "columns, and those a question seems to need come with it.")
 
 
 def index_order(ehr: Any) -> list[str]:
