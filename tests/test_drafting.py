@@ -330,7 +330,7 @@ def test_keys_are_probed_in_batches_and_every_join_across_them_is_found(tmp_path
     # each table's own key, referred to by the next table: more keys than one query scans
     from ehr_magic.knowledge.drafting import joins
 
-    count = 2 * joins.KEYS_PER_QUERY + 10
+    count = 2 * joins.SCANS_PER_QUERY + 10
     folder = tmp_path / "chain"
     folder.mkdir()
     for n in range(count):

@@ -24,6 +24,7 @@ the one that holds the others (the patients table, not a one-row-per-patient sco
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import SupportsInt, cast
 
@@ -41,7 +42,7 @@ SKETCH = 4000  # distinct values of a column sampled (bottom-k of their hashes)
 BIG_TABLE = 500_000  # rows of a column's table past which its values are read from a sample
 CHANCE_PROBES = 2000  # evenly spread integers over a column's range, to rule out chance
 BIG_KEY = 1_000_000  # keys with more values are tried only for columns named like them
-KEYS_PER_QUERY = 8  # key columns scanned in one query: each scan holds buffers of its own
+SCANS_PER_QUERY = 8  # column scans in one query (keys, sketches): each holds buffers of its own
 
 
 @dataclass(frozen=True)
@@ -81,17 +82,35 @@ class _Key:
 def name_score(source: Table, column: Column, key: _Key) -> float:
     """How much the names say ``column`` refers to ``key``: the same name, words shared with the
     key or its table (``patientKey`` -> ``Patients``), and a little for related table names."""
-    target = key.column
-    said = naming.meaningful(column.original or column.name)
-    key_words = naming.meaningful(target.original or target.name)
-    table_words = naming.meaningful(key.table.original or key.table.name)
+    return _score(_NameWords.of_column(source, column), _NameWords.of_key(key))
+
+
+@dataclass(frozen=True)
+class _NameWords:
+    """What ``name_score`` reads of a name: the column's (or key's) name in lower case, its
+    meaningful words and those of its table."""
+    name: str
+    words: frozenset[str]
+    table_words: frozenset[str]
+
+    @classmethod
+    def of_column(cls, table: Table, column: Column) -> _NameWords:
+        return cls(column.name.lower(), naming.meaningful(column.original or column.name),
+                   naming.meaningful(table.original or table.name))
+
+    @classmethod
+    def of_key(cls, key: _Key) -> _NameWords:
+        return cls.of_column(key.table, key.column)
+
+
+def _score(source: _NameWords, key: _NameWords) -> float:
     # The key's own name, or it after a role (spec_itemid, supervising_provider_id -> provider_id).
-    own, theirs = column.name.lower(), target.name.lower()  # names match in any case
+    own, theirs = source.name, key.name  # names match in any case
     same = own == theirs or (own.endswith(theirs) and len(theirs) >= 4)
-    score = SAME_NAME if same and key_words else 0.0
-    score += len(said & (key_words | table_words))
+    score = SAME_NAME if same and key.words else 0.0
+    score += len(source.words & (key.words | key.table_words))
     if score:
-        score += 0.5 * len(naming.meaningful(source.original or source.name) & table_words)
+        score += 0.5 * len(source.table_words & key.table_words)
     return score
 
 
@@ -101,23 +120,104 @@ def _sourceable(table: Table, column: Column) -> bool:
             and not (column.personal and not column.identifier_like))
 
 
-def _compatible(column: Column, target: Column) -> bool:
-    if column.text != target.text or column.integer != target.integer:
+_Shape = tuple[bool, bool, tuple[int, int] | None]  # text, integer, (low, high) of integers
+
+
+def _shape(column: Column) -> _Shape:
+    return column.text, column.integer, int_range(column)
+
+
+def _shapes_fit(ours: _Shape, theirs: _Shape) -> bool:
+    """Values of one shape could be values of the other: the same type and, for integers, ranges
+    that meet."""
+    if ours[:2] != theirs[:2]:
         return False
-    ours, theirs = int_range(column), int_range(target)
-    if ours is not None and theirs is not None:
-        return ours[0] <= theirs[1] and ours[1] >= theirs[0]
+    if ours[2] is not None and theirs[2] is not None:
+        return ours[2][0] <= theirs[2][1] and ours[2][1] >= theirs[2][0]
     return True
+
+
+def _compatible(column: Column, target: Column) -> bool:
+    return _shapes_fit(_shape(column), _shape(target))
 
 
 def _by_values_possible(column: Column, target: Column) -> bool:
-    """Whether values alone could show the join (no name vouches for it)."""
+    """Whether values alone could show the join (no name vouches for it), of a column and a key of
+    the same type."""
     if column.distinct < 3:
         return False
-    if column.text:
-        shaped = target.identifier_like or (target.codes >= 0.99 and target.spaced < 0.01)
-        return shaped and target.distinct >= 10 and column.spaced < 0.01
+    return _values_target(target) and (not column.text or column.spaced < 0.01)
+
+
+def _values_target(target: Column) -> bool:
+    """The key's side of ``_by_values_possible``: text keys of identifiers or codes (ten or more), any integer key."""
+    if target.text:
+        return (target.identifier_like or (target.codes >= 0.99 and target.spaced < 0.01)) and target.distinct >= 10
     return True
+
+
+@dataclass
+class _Plan:
+    """The keys a source column is tried against: those its names vouch for (with their name
+    scores), and whether values alone may show a join to any other key of its type (those are
+    checked only where the sketches found its values, not enumerated: on a warehouse of 1,500
+    tables every id column could join every key by values)."""
+    named: list[tuple[_Key, float]]
+    by_values: bool
+
+
+class _KeyIndex:
+    """The single-column keys found by the words and names that can vouch for them, and by type
+    for joins on values alone, so that planning a column costs the keys it could join, not all
+    (each key's shape measured once: a warehouse's columns share their words with hundreds of keys)."""
+
+    def __init__(self, keys: list[_Key]) -> None:
+        self.keys = {k.kid: k for k in keys}
+        self.shapes = {k.kid: _shape(k.column) for k in keys}
+        self.names = {k.kid: _NameWords.of_key(k) for k in keys}
+        self.by_word: dict[str, list[_Key]] = defaultdict(list)
+        self.by_name: dict[str, list[_Key]] = defaultdict(list)
+        self.valued: dict[tuple[bool, bool], list[_Key]] = defaultdict(list)
+        for key in keys:
+            target = key.column
+            own = naming.meaningful(target.original or target.name)
+            for word in own | naming.meaningful(key.table.original or key.table.name):
+                self.by_word[word].append(key)
+            if own:
+                self.by_name[target.name.lower()].append(key)
+            if key.table.rows <= BIG_KEY and _values_target(target):
+                self.valued[(target.text, target.integer)].append(key)
+
+    def plannable(self, table: Table, column: Column, shape: _Shape, key: _Key) -> bool:
+        """Whether ``column`` (of ``shape``) could hold values of ``key`` at all: another table's key of
+        its type and range, with not many more values than the key."""
+        return (key.table is not table and column.distinct <= 1.2 * key.column.distinct + 5
+                and _shapes_fit(shape, self.shapes[key.kid]))
+
+    def named(self, table: Table, column: Column) -> list[tuple[_Key, float]]:
+        """The keys whose names vouch for ``column`` (``name_score`` above 0), in key order."""
+        own = column.name.lower()
+        found = {k.kid: k for word in naming.meaningful(column.original or column.name)
+                 for k in self.by_word.get(word, ())}
+        # The key's own name, or it after a role (see name_score): every suffix of 4 letters or more.
+        for start in range(len(own)):
+            if start == 0 or len(own) - start >= 4:
+                found.update((k.kid, k) for k in self.by_name.get(own[start:], ()))
+        shape, words = _shape(column), _NameWords.of_column(table, column)
+        plan = []
+        for kid in sorted(found):
+            key = found[kid]
+            if self.plannable(table, column, shape, key):
+                named = _score(words, self.names[kid])
+                if named:
+                    plan.append((key, named))
+        return plan
+
+    def by_values(self, table: Table, column: Column) -> bool:
+        """Whether values alone may join ``column`` to some key (see ``_by_values_possible``)."""
+        shape = _shape(column)
+        return any(self.plannable(table, column, shape, key) and _by_values_possible(column, key.column)
+                   for key in self.valued.get((column.text, column.integer), ()))
 
 
 def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list[Join]:
@@ -125,42 +225,57 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
     keys = [_Key(0, t, (name,)) for t in tables.values() for name in t.unique]
     keys += [_Key(0, t, t.composite) for t in tables.values() if t.composite]
     keys = [_Key(i, k.table, k.columns) for i, k in enumerate(keys)]
-    single = [k for k in keys if len(k.columns) == 1]
-    plans: dict[tuple[str, str], list[tuple[_Key, float]]] = {}
+    index = _KeyIndex([k for k in keys if len(k.columns) == 1])
+    plans: dict[tuple[str, str], _Plan] = {}
     for table in tables.values():
         for column in table.columns.values():
             if not _sourceable(table, column):
                 continue
-            plan = []
-            for key in single:
-                target = key.column
-                if key.table is table or not _compatible(column, target) or column.distinct > 1.2 * target.distinct + 5:
-                    continue
-                named = name_score(table, column, key)
-                if named or (_by_values_possible(column, target) and key.table.rows <= BIG_KEY):
-                    plan.append((key, named))
-            if plan:
+            plan = _Plan(index.named(table, column), index.by_values(table, column))
+            if plan.named or plan.by_values:
                 plans[(table.name, column.name)] = plan
-    used = {key.kid for plan in plans.values() for key, _ in plan}
-    if not used:
+    if not plans:
         return _composite_joins(con, tables, keys)
+    used = {key.kid for plan in plans.values() for key, _ in plan.named}
+    valued_types = {(tables[t].columns[c].text, tables[t].columns[c].integer) for (t, c), plan in plans.items()
+                    if plan.by_values}
+    used |= {key.kid for kind in valued_types for key in index.valued.get(kind, ())}
     try:
         _store_sketches(con, tables, plans)
-        _store_keys(con, [k for k in single if k.kid in used])
-        return _value_joins(con, tables, plans) + _composite_joins(con, tables, keys)
+        _store_keys(con, [index.keys[kid] for kid in sorted(used)])
+        return _value_joins(con, tables, plans, index) + _composite_joins(con, tables, keys)
     finally:
         con.execute("DROP TABLE IF EXISTS _draft_keys")
         con.execute("DROP TABLE IF EXISTS _draft_sketches")
 
 
-def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
-                 plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> list[Join]:
+def _tried(table: Table, column: Column, plan: _Plan, found: dict[int, float],
+           index: _KeyIndex) -> list[tuple[_Key, float]]:
+    """The keys ``column`` is tried against, in key order: those named, and those holding some of its
+    values that values alone may show it joins (a key holding none of them cannot be accepted)."""
+    tried = list(plan.named)
+    if plan.by_values:
+        named, shape = {key.kid for key, _ in plan.named}, _shape(column)
+        for kid in found:
+            key = index.keys.get(kid)
+            if (key is not None and kid not in named and key.table.rows <= BIG_KEY
+                    and index.plannable(table, column, shape, key) and _by_values_possible(column, key.column)):
+                tried.append((key, 0.0))
+    return sorted(tried, key=lambda pair: pair[0].kid)
+
+
+def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], plans: dict[tuple[str, str], _Plan],
+                 index: _KeyIndex) -> list[Join]:
     """The best accepted key of each planned column (see the module docstring)."""
-    found = _found(con, plans)
+    found = _found(con)
+    tried = {(table_name, column_name): _tried(tables[table_name], tables[table_name].columns[column_name], plan,
+                                              found.get(sid, {}), index)
+             for sid, ((table_name, column_name), plan) in enumerate(plans.items())}
     shares: dict[tuple[str, str, int], float] = {}
     chance: dict[tuple[str, str, int], float] = {}
-    for sid, ((table_name, column_name), plan) in enumerate(plans.items()):
+    for sid, (table_name, column_name) in enumerate(plans):
         column = tables[table_name].columns[column_name]
+        plan = tried[(table_name, column_name)]
         planned = {k.kid for k, _ in plan}
         for kid, share in found.get(sid, {}).items():
             if kid in planned:
@@ -176,7 +291,7 @@ def _value_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
                 if kid in unsure:
                     chance[(table_name, column_name, kid)] = share
     joins = []
-    for (table_name, column_name), plan in plans.items():
+    for (table_name, column_name), plan in tried.items():
         table, column = tables[table_name], tables[table_name].columns[column_name]
         accepted = []
         for key, named in plan:
@@ -255,19 +370,24 @@ def _outermost(accepted: list[tuple[_Key, float, float]],
 
 
 def _store_sketches(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
-                    plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> None:
+                    plans: dict[tuple[str, str], _Plan]) -> None:
     """The sketch of each planned column (``sid`` its position in ``plans``) and, for an integer
-    column, evenly spread integers over its range (``-sid - 1``): what the keys are probed with."""
+    column, evenly spread integers over its range (``-sid - 1``): what the keys are probed with.
+    A batch of columns per query, as for the keys (one statement per column costs more than its
+    scan on a warehouse of small tables)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _draft_sketches (sid INTEGER, h UBIGINT)")
+    parts = []
     for sid, (table_name, column_name) in enumerate(plans):
         table = tables[table_name]
         column = table.columns[column_name]
-        con.execute(f"INSERT INTO _draft_sketches SELECT {sid}, h FROM ({_sample(table, column, column.as_key())})")
+        parts.append(f"SELECT {sid} AS sid, h FROM ({_sample(table, column, column.as_key())})")
         if column.integer and column.low is not None and column.high is not None:
             low, high = int(cast(SupportsInt, column.low)), int(cast(SupportsInt, column.high))
-            con.execute(f"INSERT INTO _draft_sketches SELECT DISTINCT {-sid - 1}, "
-                        f"hash(({low} + (i * ({high} - {low})) // {CHANCE_PROBES - 1})::BIGINT) "
-                        f"FROM range({CHANCE_PROBES}) t(i)")
+            parts.append(f"SELECT DISTINCT {-sid - 1} AS sid, "
+                         f"hash(({low} + (i * ({high} - {low})) // {CHANCE_PROBES - 1})::BIGINT) AS h "
+                         f"FROM range({CHANCE_PROBES}) t(i)")
+    for first in range(0, len(parts), SCANS_PER_QUERY):
+        con.execute("INSERT INTO _draft_sketches " + " UNION ALL ".join(parts[first:first + SCANS_PER_QUERY]))
 
 
 def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
@@ -275,15 +395,14 @@ def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
     of keys per query: one union of thousands of scans (a warehouse of 1,500 tables) holds a buffer
     per scan and runs out of the drafting memory."""
     con.execute("CREATE OR REPLACE TEMP TABLE _draft_keys (kid INTEGER, h UBIGINT)")
-    for first in range(0, len(keys), KEYS_PER_QUERY):
+    for first in range(0, len(keys), SCANS_PER_QUERY):
         parts = [f"SELECT {k.kid} AS kid, hash({k.column.as_key()}) AS h FROM {quote(k.table.name)}"
-                 for k in keys[first:first + KEYS_PER_QUERY]]
+                 for k in keys[first:first + SCANS_PER_QUERY]]
         con.execute("INSERT INTO _draft_keys SELECT DISTINCT kid, h "
                     f"FROM ({' UNION ALL '.join(parts)}) WHERE h IN (SELECT h FROM _draft_sketches)")
 
 
-def _found(con: duckdb.DuckDBPyConnection,
-           plans: dict[tuple[str, str], list[tuple[_Key, float]]]) -> dict[int, dict[int, float]]:
+def _found(con: duckdb.DuckDBPyConnection) -> dict[int, dict[int, float]]:
     """Sketch id -> key id -> the share of the sketch's values found in the key."""
     rows = con.execute(
         "WITH totals AS (SELECT sid, count(*) AS n FROM _draft_sketches GROUP BY sid) "
