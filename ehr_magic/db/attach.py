@@ -336,13 +336,13 @@ def _clock_statement(con: duckdb.DuckDBPyConnection, knowledge: Knowledge, table
     """The drafted clock as a column (``table.column`` whose latest value it is) when it is
     one, so that connecting reads its time from the data itself; else the time drafted."""
     from ehr_magic.knowledge.drafting.draft import is_end_time
+    from ehr_magic.knowledge.drafting.profiling import column_types
 
     def query(sql: str, params: list[Any] | None) -> list[tuple]:
         return con.execute(sql, params).fetchall() if params else con.execute(sql).fetchall()
 
-    columns = {t: dict(con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-        "AND table_name = ? ORDER BY ordinal_position", [t]).fetchall()) for t in tables}
+    described = column_types(con)
+    columns = {t: dict(described.get(t, [])) for t in tables}
     found = data_clock.latest_in_data(columns, query, is_end_time)
     if found is None:
         return ()

@@ -34,7 +34,7 @@ from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import meaning
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
 from ehr_magic.knowledge.model import Knowledge, TableInfo
-from ehr_magic.knowledge.drafting.profiling import Column, Table, profile, settle_row_numbers
+from ehr_magic.knowledge.drafting.profiling import Column, Table, column_types, profile, settle_row_numbers
 from ehr_magic.text import split_words
 
 __all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all"]
@@ -133,13 +133,14 @@ def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None],
     """Profiles of the loaded ``files`` (table -> file; None for a table of a database, whose
     names are as the database spells them), row numbers settled across tables."""
     tables = {}
+    described = column_types(con)
     for i, (name, path) in enumerate(files.items()):
         if progress:
             progress(f"profiling {name}", i, len(files))
         if path is None:
-            tables[name] = profile(con, name, name)
+            tables[name] = profile(con, name, name, described=described.get(name, []))
         else:
-            tables[name] = profile(con, name, path.name, original_names(path), _stem(path))
+            tables[name] = profile(con, name, path.name, original_names(path), _stem(path), described.get(name, []))
     settle_row_numbers(con, tables)
     return tables
 

@@ -201,13 +201,25 @@ def _ranges(columns: dict[str, Column]) -> list[str]:
     return parts
 
 
+def column_types(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
+    """Table -> its (column, type) pairs in order, for every table of the database's main schema,
+    in one query: one per table costs milliseconds each on a catalog of thousands of tables."""
+    described: dict[str, list[tuple[str, str]]] = {}
+    for table, column, dtype in con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_catalog = current_database() AND table_schema = 'main' "
+            "ORDER BY table_name, ordinal_position").fetchall():
+        described.setdefault(table, []).append((column, dtype))
+    return described
+
+
 def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dict[str, str] | None = None,
-            stem: str = "") -> Table:
+            stem: str = "", described: list[tuple[str, str]] | None = None) -> Table:
     """Counts, ranges, text shapes, value lists and candidate keys of ``table`` (of a sample of
-    it when it is big: see the module docstring)."""
-    described = con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-        "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()
+    it when it is big: see the module docstring); ``described``: its (column, type) pairs, when
+    already read with ``column_types``."""
+    if described is None:
+        described = column_types(con).get(table, [])
     columns = {name: Column(name, dtype, (original or {}).get(name, name)) for name, dtype in described}
     rows = int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
     if rows <= PROFILE_SAMPLE:
