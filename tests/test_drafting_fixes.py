@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.resources
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -115,6 +117,26 @@ def test_irregular_plurals_come_from_a_library() -> None:
     for word in ("status", "diagnosis", "sepsis", "meas", "data", "gas"):  # not plurals
         assert naming.singular(word) == word
     assert naming.meaningful("address_id") == naming.meaningful("addresses") == {"address"}
+
+
+def test_the_plural_library_loads_without_run_time_checks_and_leaves_typeguard_as_it_was() -> None:
+    """inflect wraps its API in typeguard checks that cost 1.5 s at import; a fresh process that
+    imports the agent loads it without them, and typeguard's decorator is left untouched."""
+    code = ("import typeguard, typeguard._decorators as d\n"
+            "import ehr_magic.agent\n"
+            "from ehr_magic.knowledge.drafting import naming\n"
+            "import inflect\n"
+            "assert typeguard.typechecked is d.typechecked, 'typeguard left patched'\n"
+            "try:\n"
+            "    inflect.engine().singular_noun(5)\n"
+            "except typeguard.TypeCheckError:\n"
+            "    raise SystemExit('inflect was loaded with its run-time checks')\n"
+            "except Exception:\n"
+            "    pass\n"
+            "print(naming.singular('diagnoses'))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.stdout.strip() == "diagnosis"
 
 
 def test_warehouse_abbreviations_are_read_in_names() -> None:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-import inflect
+import typeguard
 import wordsegment
 
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
@@ -195,7 +198,27 @@ def singular(word: str) -> str:
     return found
 
 
-_INFLECT = inflect.engine()
+def _unchecked(target: Any = None, **_options: Any) -> Any:
+    """``typeguard.typechecked`` that checks nothing (see ``_load_inflect``)."""
+    return target if target is not None else (lambda function: function)
+
+
+def _load_inflect() -> ModuleType:
+    """``inflect``, imported without typeguard's run-time checks of its arguments. It wraps its API
+    in ``@typechecked``, which re-parses and recompiles its module at import: 1.5 s, paid by every
+    process that imports the agent. We pass it only strings, so the checks find nothing."""
+    if "inflect" in sys.modules:
+        return sys.modules["inflect"]
+    checked = typeguard.typechecked
+    typeguard.typechecked = _unchecked
+    try:
+        import inflect
+    finally:
+        typeguard.typechecked = checked
+    return inflect
+
+
+_INFLECT = _load_inflect().engine()
 
 
 @functools.lru_cache(maxsize=8192)
