@@ -42,6 +42,31 @@ def test_large_vocabulary_finds_what_vocabulary_finds(titles: list[str]) -> None
     assert large.match("qqqzzzxxy", 5) == []
 
 
+def _index_fields(vocabulary: Vocabulary) -> tuple:
+    arrays = (vocabulary.idf, vocabulary.word_order, *vocabulary.postings)
+    return (vocabulary.values, vocabulary.normalised, vocabulary.compact, vocabulary.repeated, vocabulary.words,
+            tuple((a.dtype.str, a.tolist()) for a in arrays))
+
+
+def test_a_short_value_list_is_indexed_in_python_exactly_as_polars_indexes_it(ehrsql_db: Path,
+                                                                               titles: list[str]) -> None:
+    """Every text column of the EHRSQL database, whole or cut to a few values, and runs of the ICD
+    titles (punctuation, repeated spellings): the Python index is the polars one, field by field."""
+    from ehr_magic.linking.lookup import _PYTHON_BUILD
+
+    lists = [titles[start:start + _PYTHON_BUILD] for start in range(0, 20_000, 2_500)]
+    with ehr_magic.connect(ehrsql_db) as ehr:
+        for table, column in ehr.lookup_columns():
+            values = ehr._distinct_values(table, column)
+            lists += [values[:_PYTHON_BUILD], values[:7]]
+    lists += [["T bili", "T-bili", "t bili", "", "  ", "Hb (g/dL)", "hb g dl"], []]
+    for values in lists:
+        assert _index_fields(Vocabulary._build_in_python(values)) == _index_fields(
+            Vocabulary._build_in_polars(values)), values[:3]
+    assert len(lists) > 20
+    assert isinstance(Vocabulary.build(["final", "preliminary"]).postings[0], np.ndarray)
+
+
 def test_a_large_vocabulary_column_is_kept_on_disk_and_read_back(ehrsql_db: Path, titles: list[str], monkeypatch,
                                                                  tmp_path: Path) -> None:
     monkeypatch.setattr(large_vocabulary, "LARGE", 1000)

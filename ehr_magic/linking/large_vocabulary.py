@@ -234,6 +234,7 @@ class ColumnIndexes:
                  keep: Callable[[str, str], bool] = lambda table, column: False, identity: str | None = None) -> None:
         self._values, self._rows, self._keep, self._identity = values, rows, keep, identity
         self._cache: dict[tuple[str, str], Vocabulary | LargeVocabulary] = {}
+        self._row_counts: dict[str, int] = {}  # counted once per table: its columns are indexed one by one
         self._lock = threading.Lock()
 
     def get(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
@@ -246,7 +247,9 @@ class ColumnIndexes:
         return found
 
     def _build(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
-        rows = self._rows(table)
+        rows = self._row_counts.get(table)
+        if rows is None:
+            rows = self._row_counts[table] = self._rows(table)
         if rows <= LARGE:
             return Vocabulary.build(self._values(table, column).to_list())
         folder = self._folder(table, column, rows)

@@ -27,6 +27,7 @@ from ehr_magic.text import normalise, normalise_all
 
 _CANDIDATES = 3000  # values ranked by WRatio per lookup; enough to never miss a close one
 _SMALL = 5000  # below this many values, rank them all
+_PYTHON_BUILD = 500  # up to this many values, an index is built in Python (see Vocabulary.build)
 _ABBREVIATION_LENGTH = 6  # a one-word query this short, with expansions, is an abbreviation
 _INSIDE_WORD = 0.85  # what an abbreviation found inside a longer word keeps of its score
 _ALTERNATIVE_CAP = 99.5  # an expansion matched exactly ranks below the query matched exactly
@@ -63,7 +64,36 @@ class Vocabulary:
     def build(cls, values: list[str]) -> Vocabulary:
         """Index ``values``. Normalising and the word index run in polars, not value by value
         in Python: the ICD titles (190k values) are indexed in a fraction of a second, so the
-        first ``ehr.find`` does not wait seconds for them."""
+        first ``ehr.find`` does not wait seconds for them. A short list is indexed in Python, the
+        same index: polars costs most of a millisecond a call whatever the size, and a warehouse's
+        first question indexes thousands of status columns of a few values."""
+        if len(values) <= _PYTHON_BUILD and all(isinstance(v, str) for v in values):
+            return cls._build_in_python(values)
+        return cls._build_in_polars(values)
+
+    @classmethod
+    def _build_in_python(cls, values: list[str]) -> Vocabulary:
+        normalised = [normalise(v) for v in values]
+        keys = [n.replace(" ", "") for n in normalised]
+        compact = dict(zip(keys, range(len(keys))))
+        by_key: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            by_key.setdefault(key, []).append(index)
+        repeated = {key: tuple(indexes) for key, indexes in by_key.items() if len(indexes) > 1}
+        per_word: dict[str, list[int]] = {}  # in order of first use, as the polars index
+        for index, text in enumerate(normalised):
+            for word in dict.fromkeys(text.split(" ")):
+                if word:
+                    per_word.setdefault(word, []).append(index)
+        words = tuple(per_word)
+        postings = tuple(np.asarray(indexes, dtype=np.int64) for indexes in per_word.values())
+        total = max(len(values), 1)
+        idf = np.asarray([math.log(1 + total / len(indexes)) for indexes in per_word.values()], dtype=np.float64)
+        word_order = np.asarray(sorted(range(len(words)), key=words.__getitem__), dtype=np.int64)
+        return cls(tuple(values), tuple(normalised), compact, repeated, words, postings, idf, word_order)
+
+    @classmethod
+    def _build_in_polars(cls, values: list[str]) -> Vocabulary:
         normalised = normalise_all(values)
         keys = normalised.str.replace_all(" ", "", literal=True)
         compact = dict(zip(keys.to_list(), range(len(keys))))
