@@ -426,7 +426,19 @@ class Knowledge:
 
     def common_meanings(self, columns: Iterable[str]) -> dict[str, str]:
         """For each of ``columns`` (those every table has), the meaning most of the described
-        tables give it word for word (a row number), when at least half of them do."""
+        tables give it word for word (a row number), when at least half of them do (worked out
+        once per set of columns: every question's table descriptions ask, and each answer reads
+        every table, thousands in a warehouse)."""
+        asked = tuple(columns)
+        if asked not in self._common_meanings:
+            self._common_meanings[asked] = self._count_common_meanings(asked)
+        return dict(self._common_meanings[asked])
+
+    @functools.cached_property
+    def _common_meanings(self) -> dict[tuple[str, ...], dict[str, str]]:
+        return {}  # a cache beside the frozen fields (cached_property writes the instance's __dict__)
+
+    def _count_common_meanings(self, columns: tuple[str, ...]) -> dict[str, str]:
         found = {}
         for column in columns:
             texts = Counter(info.columns[column] for info in self.tables.values() if column in info.columns)
@@ -612,7 +624,11 @@ class _Malformed(Exception):
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+@functools.lru_cache(maxsize=8)
 def _parse(text: str, *, source: str, expected_schema: str) -> Knowledge:
+    # Cached on the text (Knowledge is frozen): a connect reads the kept file again, and a prompt
+    # connects afresh for its system message, once per form it weighs; a warehouse's file takes
+    # half a second to read. A file that fails raises each time (exceptions are not cached).
     try:
         data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Mapping, Sequence
 
 _TOKEN_PIECES = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]|\s{2,}")
 
 
+@functools.lru_cache(maxsize=1024)  # a prompt weighs the same system message and tables in several forms
 def estimate_tokens(text: str) -> int:
     """Cheap token estimate for servers that report no usage.
 
