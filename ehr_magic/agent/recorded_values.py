@@ -9,10 +9,10 @@ dictionary's names of the codes it holds: condition_occurrence's are the names o
 it records, drug_exposure's those of the drugs. A table then scores by what the question says of
 them, as it would by its own stored values.
 
-Read once per connection: one query per joining table, over at most ``ROWS`` of its rows, so a
-table of a billion rows costs what one of a few million does. Rules of the knowledge only: a
-dictionary is a described table with a key and lookup columns that joins nothing itself; a table
-joins it when one of its joins reads ``<dictionary> ON <column> = <dictionary>.<key>`` (or ``ON
+Read once per connection: one query per joining table (several to a statement), over at most
+``ROWS`` of its rows, so a table of a billion rows costs what one of a few million does. Rules of
+the knowledge only: a dictionary is a described table with a key and lookup columns that joins
+nothing itself; a table joins it when one of its joins reads ``<dictionary> ON <column> = <dictionary>.<key>`` (or ``ON
 <key>``). Tables of the dictionary's own module (OMOP's synonyms, ancestors, relationships) describe
 the dictionary rather than record its codes; one that joins only the dictionary and has lookup columns
 (OMOP's concept_synonym) lends its other names of the same codes ('stroke' for a cerebrovascular
@@ -40,6 +40,7 @@ from ehr_magic.safety import limits
 __all__ = ["ROWS", "RecordedNames", "recorded_vocabularies"]
 
 ROWS = 5_000_000  # rows of a joining table read, at most
+_QUERIES_PER_STATEMENT = 8  # value queries run as one statement (see _read_values)
 _MIN_REFERRERS = 4  # a dictionary joined from fewer brings them all already (table_choice._MAX_REFERRERS)
 _KEY_JOIN = re.compile(r"^\s*(\w+)\s+ON\s+(?:(\w+)|(?:\w+\.)?(\w+)\s*=\s*(\w+)\.(\w+))\s*$", re.IGNORECASE)
 
@@ -88,7 +89,8 @@ def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -
                     joins.setdefault(target, []).append((table, column))
                 elif info.join_targets == (target,):  # OMOP's concept_synonym: more names of the same entries
                     names.setdefault(target, []).extend((table, column, name) for name in info.vocabulary)
-    found = []
+    wanted: list[tuple[str, bool, list[int]]] = []  # (table, by hierarchy, its queries)
+    queries: list[tuple[str, bool]] = []  # (query, to run alone)
     for dictionary, referrers in joins.items():
         if len({table for table, _ in referrers}) < _MIN_REFERRERS:
             continue
@@ -98,25 +100,64 @@ def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -
             if described[table].derived_from in sources:
                 continue  # its codes are its source's (condition_era's are condition_occurrence's): named there
             above = hierarchy if described[table].by_hierarchy else None
-            values: set[str] = set()
-            for value_column in info.vocabulary:
-                values.update(_values(ehr, dictionary, info.key, value_column, table, column, above))
-            for names_table, names_key, name_column in names.get(dictionary, ()):
-                values.update(_values(ehr, names_table, names_key, name_column, table, column, above))
-            if values:
-                found.append(RecordedNames(table, Vocabulary.build(sorted(values)), above is not None))
+            reads = [(dictionary, info.key, value_column) for value_column in info.vocabulary]
+            reads += [(names_table, names_key, name_column)
+                      for names_table, names_key, name_column in names.get(dictionary, ())]
+            mine = []
+            for read_table, read_key, read_column in reads:
+                query = _values_query(ehr, read_table, read_key, read_column, table, column, above)
+                if query is not None:
+                    mine.append(len(queries))
+                    queries.append(query)
+            wanted.append((table, above is not None, mine))
+    read = _read_values(ehr, queries)
+    found = []
+    for table, by_hierarchy, mine in wanted:
+        values = {value for index in mine for value in read[index]}
+        if values:
+            found.append(RecordedNames(table, Vocabulary.build(sorted(values)), by_hierarchy))
     return found
 
 
-def _values(ehr: Any, dictionary: str, key: str, value_column: str, table: str, column: str,
-            hierarchy: Hierarchy | None) -> list[str]:
+def _read_values(ehr: Any, queries: list[tuple[str, bool]]) -> list[list[str]]:
+    """The values each query reads, ``_QUERIES_PER_STATEMENT`` queries to a statement (a
+    warehouse's dictionary may be joined by thousands of tables, and each statement costs a round
+    trip), those marked to run alone one to a statement. A statement that fails is read query by
+    query, so that one query that cannot run (a table that cannot be read) costs only its own values."""
+    read: list[list[str]] = [[] for _ in queries]
+    together = [i for i, (_, alone) in enumerate(queries) if not alone]
+    batches = [together[first:first + _QUERIES_PER_STATEMENT]
+               for first in range(0, len(together), _QUERIES_PER_STATEMENT)]
+    batches += [[i] for i, (_, alone) in enumerate(queries) if alone]
+    for batch in batches:
+        statement = " UNION ALL ".join(f"SELECT {i} AS q, v FROM ({queries[i][0]}) AS r{i}" for i in batch)
+        try:
+            with limits.row_cap(None):  # our own read for an index, not generated code's
+                rows = ehr.sql(statement).rows()
+        except QUERY_FAILURES:
+            for i in batch if len(batch) > 1 else ():
+                read[i] = _read_values(ehr, [(queries[i][0], True)])[0]
+            continue
+        for index, value in rows:
+            read[int(index)].append(value)
+    return read
+
+
+def _values_query(ehr: Any, dictionary: str, key: str, value_column: str, table: str, column: str,
+                  hierarchy: Hierarchy | None) -> tuple[str, bool] | None:
+    """The query of the dictionary's ``value_column`` values of the codes ``table.column`` holds
+    (read from at most ``ROWS`` of its rows), and whether it is to run alone: it compares text with
+    numbers (an empty table exported with text placeholder columns), which most engines refuse.
+    None where a column is not in this database."""
     tables = (dictionary, table, *((hierarchy.table,) if hierarchy else ()))
-    names = {t: {c.lower(): c for c in ehr.columns(t)} for t in tables}
+    types = {t: ehr.columns(t) for t in tables}
+    names = {t: {c.lower(): c for c in types[t]} for t in tables}
     stored_key, stored_value = names[dictionary].get(key.lower()), names[dictionary].get(value_column.lower())
     stored_column = names[table].get(column.lower())
     if stored_key is None or stored_value is None or stored_column is None:
-        return []  # not in this database (a table exported empty keeps only placeholder columns)
+        return None  # not in this database (a table exported empty keeps only placeholder columns)
     key, value_column, column = stored_key, stored_value, stored_column  # as the database spells them
+    compared = [(types[dictionary][key], types[table][column])]
     q = quote_identifier
     held = f"(SELECT {q(column)} FROM (SELECT {q(column)} FROM {q(table)} LIMIT {ROWS}) AS r)"
     codes = f"d.{q(key)} IN {held}"
@@ -126,11 +167,12 @@ def _values(ehr: Any, dictionary: str, key: str, value_column: str, table: str, 
         if above is not None and below is not None:  # and the codes above them: ingredients of products
             codes = (f"({codes} OR d.{q(key)} IN (SELECT h.{q(above)} FROM {q(hierarchy.table)} AS h "
                      f"WHERE h.{q(below)} IN {held}))")
-    query = (f"SELECT DISTINCT CAST(d.{q(value_column)} AS VARCHAR) AS v FROM {q(dictionary)} AS d "
-             f"WHERE d.{q(value_column)} IS NOT NULL AND {codes}")
-    try:
-        with limits.row_cap(None):  # our own read for an index, not generated code's
-            frame = ehr.sql(query)
-    except QUERY_FAILURES:  # a join column of another type, a table that cannot be read: no values
-        return []
-    return sorted(frame["v"].to_list())
+            compared += [(types[dictionary][key], types[hierarchy.table][above]),
+                         (types[hierarchy.table][below], types[table][column])]
+    alone = any(_text(one) != _text(other) for one, other in compared)
+    return (f"SELECT DISTINCT CAST(d.{q(value_column)} AS VARCHAR) AS v FROM {q(dictionary)} AS d "
+            f"WHERE d.{q(value_column)} IS NOT NULL AND {codes}"), alone
+
+
+def _text(dtype: str) -> bool:
+    return dtype.upper().startswith(("VARCHAR", "TEXT", "STRING", "CHAR"))
