@@ -35,6 +35,7 @@ VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
 VOCABULARY_MAX = 5000  # distinct values of a repeated-term column worth a lookup
 SHAPE_SAMPLE = 200_000  # rows of a big table on which text shapes are measured
 PROFILE_SAMPLE = 200_000  # rows of a bigger table on which it is profiled (see the module docstring)
+EXACT_COUNTS_PER_SCAN = 4  # exact distinct counts taken in one scan of a table (see _profile)
 SAMPLE_TABLE = "_draft_sample"  # the temporary table holding that sample while its table is profiled
 _TEXT = ("VARCHAR",)
 _INTEGER = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
@@ -278,13 +279,18 @@ def _profile(con: duckdb.DuckDBPyConnection, table: str, source: str, rows: int,
     for column in floats:
         column.whole = bool(stats.pop(0)) and column.non_null > 0
     _text_shapes(con, source, rows, [c for c in columns.values() if c.text and c.non_null])
+    # Exact counts where the decision depends on them (keys and value lists), a few columns a scan
+    # (each count holds a set of its column's values: a sample of 200,000 rows, many columns at once,
+    # would crowd the drafting memory).
+    counted = [c for c in columns.values() if c.non_null and (
+        ((c.text or c.integer) and c.distinct >= 0.9 * c.non_null) or (c.text and c.distinct <= VOCABULARY_MAX * 1.1))]
+    for first in range(0, len(counted), EXACT_COUNTS_PER_SCAN):
+        batch = counted[first:first + EXACT_COUNTS_PER_SCAN]
+        exact = con.execute(f"SELECT {', '.join(f'count(DISTINCT {quote(c.name)})' for c in batch)} "
+                            f"FROM {quote(source)}").fetchall()[0]
+        for column, distinct in zip(batch, exact):
+            column.distinct, column.exact = int(distinct), True
     for column in columns.values():
-        # Exact counts where the decision depends on them: keys and value lists.
-        candidate_key = (column.text or column.integer) and column.distinct >= 0.9 * column.non_null
-        if column.non_null and (candidate_key or (column.text and column.distinct <= VOCABULARY_MAX * 1.1)):
-            query = f"SELECT count(DISTINCT {quote(column.name)}) FROM {quote(source)}"
-            column.distinct = int(con.execute(query).fetchall()[0][0])
-            column.exact = True
         if column.text and not column.personal and column.opaque < 0.5 and 0 < column.distinct <= VALUE_LIST_MAX:
             column.values = [(str(v), int(n)) for v, n in con.execute(
                 f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(source)} "
