@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -45,9 +45,11 @@ from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.safety.tables import Tables
 from ehr_magic.text import NUMBER_WORDS
 
-__all__ = ["Linking", "LinkedTerm", "QuestionLinker", "StoredValue", "link_question", "MAX_VALUES"]
+__all__ = ["DescribedTable", "Description", "Linking", "LinkedTerm", "QuestionLinker", "StoredValue",
+           "VocabularyDatabase", "link_question", "MAX_VALUES"]
 
 MAX_VALUES = 1_000_000  # distinct values of a lookup column, at most, to index it for linking
 MIN_SHARE = 0.34  # of a stored value's word weight, the least a run of the question's words must say
@@ -214,10 +216,48 @@ class _Token:
     grouping: bool = False  # a period adverb that groups the answer ('daily' of 'daily maximum')
 
 
+# Linking sits beside knowledge, which imports it, so it names what it reads of the handle and
+# of its knowledge here; ``ehr_magic.knowledge.handle.Database`` extends ``VocabularyDatabase``.
+
+
+class DescribedTable(Protocol):
+    """What linking reads of a described table (``ehr_magic.knowledge.model.TableInfo`` is one)."""
+
+    @property
+    def key(self) -> str | None: ...
+
+    @property
+    def joins(self) -> tuple[str, ...]: ...
+
+    @property
+    def join_targets(self) -> tuple[str, ...]: ...
+
+
+class Description(Protocol):
+    """What linking reads of a database's knowledge (``ehr_magic.knowledge.model.Knowledge`` is one)."""
+
+    @property
+    def tables(self) -> Mapping[str, DescribedTable]: ...
+
+
+class VocabularyDatabase(Tables, Protocol):
+    """An open database as question linking sees it (``ehr_magic.db.EHR`` is one): its lookup
+    columns with their indexed values, row counts and what its knowledge says of joins."""
+
+    @property
+    def knowledge(self) -> Description | None: ...
+
+    def count(self, table: str) -> int: ...
+
+    def lookup_columns(self) -> list[tuple[str, str]]: ...
+
+    def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary: ...
+
+
 class QuestionLinker:
     """Links questions on one database; holds its per-column word indexes (built on first use)."""
 
-    def __init__(self, ehr: Any, *, max_values: int = MAX_VALUES) -> None:
+    def __init__(self, ehr: VocabularyDatabase, *, max_values: int = MAX_VALUES) -> None:
         # A weak reference: the linker is the value of a weak-keyed map whose key is ``ehr``, and a
         # strong one would keep every database (and its value indexes) alive for the process's life.
         self._ehr = weakref.ref(ehr)
@@ -230,7 +270,7 @@ class QuestionLinker:
         self._names: frozenset[str] | None = None
 
     @property
-    def ehr(self) -> Any:
+    def ehr(self) -> VocabularyDatabase:
         ehr = self._ehr()
         if ehr is None:
             raise ReferenceError("the database of this linker is closed and gone")
@@ -599,10 +639,10 @@ def _shorthand(token: _Token, question: str) -> tuple[str, ...]:
         if written_as_shorthand(token.text, sentence_start=initial) else ()
 
 
-_LINKERS: weakref.WeakKeyDictionary[Any, QuestionLinker] = weakref.WeakKeyDictionary()
+_LINKERS: weakref.WeakKeyDictionary[VocabularyDatabase, QuestionLinker] = weakref.WeakKeyDictionary()
 
 
-def link_question(ehr: Any, question: str) -> Linking:
+def link_question(ehr: VocabularyDatabase, question: str) -> Linking:
     """The stored values ``question``'s words may mean in ``ehr`` (one linker per database, so the
     word indexes are built once)."""
     linker = _LINKERS.get(ehr)
