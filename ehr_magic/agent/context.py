@@ -13,12 +13,13 @@ from functools import lru_cache
 from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.linking.question import Linking, StoredValue
 from ehr_magic.runtime.executor import SHOWN_ROWS, ErrorInfo
 from ehr_magic.memory.fewshot import Example
 
 
-def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True, conventions: bool = True,
+def system_prompt(ehr: Database, *, full_index: bool = False, columns: bool = True, conventions: bool = True,
                   listed: int | None = None) -> str:
     """The dataset's prompt: rules, introduction, conventions, time, and a one-line index of
     every table: its column names (with ``full_index``, its row and description too; with
@@ -30,7 +31,7 @@ def system_prompt(ehr: Any, *, full_index: bool = False, columns: bool = True, c
                               conventions, listed, ehr.stored_knowledge)
 
 
-def question_conventions(ehr: Any, shown: Collection[str], question: str) -> str:
+def question_conventions(ehr: Database, shown: Collection[str], question: str) -> str:
     """The conventions that a system prompt without them leaves to the question: those that speak
     of a table shown with it, or say a word of the question few others say, as bullets."""
     knowledge = ehr.knowledge
@@ -64,7 +65,7 @@ def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, colum
                               time_rules=_time_rules(ehr), shown_rows=SHOWN_ROWS)
 
 
-def _time_rules(ehr: Any) -> str:
+def _time_rules(ehr: Database) -> str:
     """How time works here: the dataset clock, or minutes from each stay's start (eICU)."""
     if ehr.time_model == "offset":
         return prompts.render("time_offset")
@@ -73,7 +74,7 @@ def _time_rules(ehr: Any) -> str:
     return prompts.render("time_calendar", now=ehr.clock.now.strftime("%Y-%m-%d %H:%M:%S"))
 
 
-def table_index(ehr: Any, *, full: bool = False, columns: bool = True, listed: int | None = None) -> str:
+def table_index(ehr: Database, *, full: bool = False, columns: bool = True, listed: int | None = None) -> str:
     """One line per table with every column, so that no column name is ever unknown to the model
     (with ``full``, each table's row and description first; a column every table has, such as a
     row number, said once first); for the smallest windows, with ``columns`` false, only the
@@ -110,7 +111,7 @@ NONE_LISTED = ("The {total} tables are not listed here: ehr.tables() names them 
                "columns, and those a question seems to need come with it.")
 
 
-def index_order(ehr: Any) -> list[str]:
+def index_order(ehr: Database) -> list[str]:
     """The tables, those the most tables join to first (a warehouse's patients and encounters),
     then by name: what a bounded index lists, the same for every question."""
     knowledge = ehr.knowledge
@@ -123,7 +124,7 @@ def index_order(ehr: Any) -> list[str]:
     return sorted(tables, key=lambda t: (-referrers[t], t))
 
 
-def _every_table_has(ehr: Any, shared: Collection[str]) -> str:
+def _every_table_has(ehr: Database, shared: Collection[str]) -> str:
     """``Every table has row_id (Row number).``: the columns every table has, with the meaning most
     tables give them, which their full descriptions then leave out (``said_meanings``)."""
     meanings = said_meanings(ehr)
@@ -132,7 +133,7 @@ def _every_table_has(ehr: Any, shared: Collection[str]) -> str:
     return f"Every table has {', '.join(named)}."
 
 
-def said_meanings(ehr: Any) -> dict[str, str]:
+def said_meanings(ehr: Database) -> dict[str, str]:
     """The meanings the index gives the columns every table has (``Knowledge.common_meanings``)."""
     knowledge = ehr.knowledge
     shared = table_choice.shared_columns(ehr)
@@ -142,7 +143,8 @@ def said_meanings(ehr: Any) -> dict[str, str]:
 _TIME_TYPES = ("TIMESTAMP", "DATE", "TIME")
 
 
-def index_columns(ehr: Any, table: str, shared: Collection[str] = (), *, only: Collection[str] | None = None) -> str:
+def index_columns(ehr: Database, table: str, shared: Collection[str] = (), *,
+                  only: Collection[str] | None = None) -> str:
     """The column names of ``table``, with the type of time columns only (a name seldom says it
     holds a time, and dates are where code goes wrong; other types cost tokens and help little),
     leaving out the ``shared`` ones the index states once (or giving ``only`` those)."""
@@ -151,20 +153,22 @@ def index_columns(ehr: Any, table: str, shared: Collection[str] = (), *, only: C
                      if name not in shared and (only is None or name in only))
 
 
-def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *, brief_columns: bool = True) -> str:
+def table_details(ehr: Database, tables: Sequence[str], brief: Sequence[str] = (), *,
+                  brief_columns: bool = True) -> str:
     """The full description of ``tables`` (columns with their meanings, joins, the columns
     worth a lookup), then one line for each of the ``brief`` tables (row, column names unless
     ``brief_columns`` is false because the system index names them, and the joins not already
     said by a table before it)."""
     knowledge = ehr.knowledge
     described = [t for t in tables if knowledge is not None and t in knowledge.tables]
-    text = knowledge.detail(described, said_meanings(ehr)) if described else ""
+    text = knowledge.detail(described, said_meanings(ehr)) if knowledge is not None and described else ""
     plain = [t for t in tables if t not in described]
     if plain:
         text = (text + "\n" if text else "") + _plain_tables(ehr, plain, types=True)
     if brief:
         named = [t for t in brief if knowledge is not None and t in knowledge.tables]
-        lines = [knowledge.brief(named, described=described, columns=brief_columns)] if named else []
+        lines = ([knowledge.brief(named, described=described, columns=brief_columns)]
+                 if knowledge is not None and named else [])
         unnamed = [t for t in brief if t not in named]
         if brief_columns:
             lines += [_plain_tables(ehr, unnamed, types=False)]
@@ -176,7 +180,7 @@ def table_details(ehr: Any, tables: Sequence[str], brief: Sequence[str] = (), *,
     return text
 
 
-def _plain_tables(ehr: Any, tables: Sequence[str], *, types: bool) -> str:
+def _plain_tables(ehr: Database, tables: Sequence[str], *, types: bool) -> str:
     def column(name: str, kind: str) -> str:
         return f"{name} {kind}" if types else name
 
@@ -262,5 +266,5 @@ def trace_text(error: ErrorInfo | None, soft_failure: str, stdout: str) -> str:
     return text
 
 
-def tables_in_code(ehr: Any, code: str) -> list[str]:
+def tables_in_code(ehr: Database, code: str) -> list[str]:
     return table_choice.tables_in_code(ehr.tables(), code)

@@ -25,6 +25,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.knowledge.handle import Database
 
 _MAX_LITERALS = 12
 _MAX_SEARCHED = 8
@@ -56,7 +57,7 @@ class _Comparison:
     text: bool  # a string literal (not a number, not filled in at run time)
 
 
-def value_hints(code: str, ehr: Any, k: int = 5) -> list[ValueHint]:
+def value_hints(code: str, ehr: Database, k: int = 5) -> list[ValueHint]:
     """Hints for every compared string literal of ``code`` that is absent from its column."""
     hints: list[ValueHint] = []
     seen: set[tuple[str, str, str]] = set()
@@ -77,7 +78,7 @@ def value_hints(code: str, ehr: Any, k: int = 5) -> list[ValueHint]:
     return hints
 
 
-def searched_for(code: str, ehr: Any) -> str:
+def searched_for(code: str, ehr: Database) -> str:
     """What ``code`` compared columns with, table by table ("prescriptions: subject_id = 10006,
     drug = 'Vancomycin'"); "" when it compared nothing that can be read from the code."""
     by_table: dict[str, list[str]] = {}
@@ -94,13 +95,13 @@ def searched_for(code: str, ehr: Any) -> str:
                      for table, conditions in by_table.items())
 
 
-def _occurs(ehr: Any, table: str, column: str, literal: str) -> bool:
+def _occurs(ehr: Database, table: str, column: str, literal: str) -> bool:
     operator = "ILIKE" if "%" in literal or "_" in literal and "%" in literal else "="
     found = ehr.sql(f"SELECT 1 AS hit FROM {quote(table)} WHERE {quote(column)} {operator} ? LIMIT 1", [literal])
     return found.height > 0
 
 
-def _comparisons(code: str, ehr: Any) -> Iterator[_Comparison]:
+def _comparisons(code: str, ehr: Database) -> Iterator[_Comparison]:
     """Each comparison of a column with a value in ``code``: in its SQL, and in polars expressions."""
     try:
         tree = ast.parse(code)
@@ -212,13 +213,13 @@ def _polars_column(node: ast.AST) -> str | None:
     return None
 
 
-def _tables_with(ehr: Any, column: str, preferred: set[str]) -> list[str]:
+def _tables_with(ehr: Database, column: str, preferred: set[str]) -> list[str]:
     tables = [t for t in ehr.tables() if column in ehr.columns(t)]
     chosen = [t for t in tables if t in preferred]
     return chosen or tables
 
 
-def _sql_comparisons(sql: str, ehr: Any) -> Iterator[_Comparison]:
+def _sql_comparisons(sql: str, ehr: Database) -> Iterator[_Comparison]:
     """Comparisons of a column with a literal, each column resolved in its own scope: its alias
     names the table in that subquery, whatever the same alias means in another."""
     try:
@@ -242,7 +243,7 @@ def _sql_comparisons(sql: str, ehr: Any) -> Iterator[_Comparison]:
                 yield from _node_comparisons(node, sources, ehr)
 
 
-def _node_comparisons(node: exp.Expression, sources: dict[str, str], ehr: Any) -> Iterator[_Comparison]:
+def _node_comparisons(node: exp.Expression, sources: dict[str, str], ehr: Database) -> Iterator[_Comparison]:
     if isinstance(node, exp.Between):
         column, low, high = node.this, node.args.get("low"), node.args.get("high")
         if isinstance(column, exp.Column) and isinstance(low, exp.Literal) and isinstance(high, exp.Literal):
@@ -273,7 +274,7 @@ def _literal(literal: exp.Literal) -> tuple[str, bool]:
     return value, literal.is_string
 
 
-def _resolve(column: exp.Column, sources: dict[str, str], ehr: Any) -> tuple[tuple[str, ...], str]:
+def _resolve(column: exp.Column, sources: dict[str, str], ehr: Database) -> tuple[tuple[str, ...], str]:
     """The table(s) a column of a scope belongs to (through its qualifier, else the scope's tables
     that have it, else every table that has it) and the column's name as stored."""
     wanted = column.name.lower()
@@ -287,5 +288,5 @@ def _resolve(column: exp.Column, sources: dict[str, str], ehr: Any) -> tuple[tup
     return tuple(found), ((_stored_name(ehr, found[0], wanted) or wanted) if found else wanted)
 
 
-def _stored_name(ehr: Any, table: str, lowered: str) -> str | None:
+def _stored_name(ehr: Database, table: str, lowered: str) -> str | None:
     return next((c for c in ehr.columns(table) if c.lower() == lowered), None)

@@ -23,6 +23,7 @@ from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.knowledge.drafting.profiling import is_unit
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.runtime.executor import (ErrorInfo, Execution, Executor, code_namespace, is_empty_answer, is_zero,
                                         nothing_found, reads_data, shown)
 from ehr_magic.agent.hints import searched_for, value_hints
@@ -147,7 +148,7 @@ class _Run:
 class Agent:
     """Answers questions about one ``EHR`` with one LLM client."""
 
-    def __init__(self, ehr: Any, llm: Any, *, examples: ExampleSource | None = None,
+    def __init__(self, ehr: Database, llm: Any, *, examples: ExampleSource | None = None,
                  settings: AgentSettings | None = None, tools: Mapping[str, Any] | None = None,
                  skill_cards: Callable[[str, str], str] | None = None) -> None:
         """``tools``: names the code may use besides ``ehr`` (the session gives ``skills``);
@@ -518,7 +519,7 @@ def linked_tables(linking: Linking, tables: list[str]) -> tuple[dict[str, float]
     return sure, {t: n for t, n in named.items() if n}
 
 
-def link_values(ehr: Any, question: str) -> Linking:
+def link_values(ehr: Database, question: str) -> Linking:
     """The stored values ``question``'s words may name; none when linking fails, since the model can
     still look them up (a database whose lookup columns cannot be read must still be asked)."""
     try:

@@ -13,6 +13,8 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
+
 # A question about the schema itself, whose answer may well be names of columns or tables.
 _ABOUT_SCHEMA = re.compile(r"\b(columns?|tables?|fields?|schemas?|variables?|attributes?)\b", re.IGNORECASE)
 # Column sets of schema listings: ehr.describe, DuckDB's DESCRIBE, information_schema.columns.
@@ -24,7 +26,7 @@ def about_schema(question: str) -> bool:
     return bool(_ABOUT_SCHEMA.search(question))
 
 
-def metadata_only(value: Any, ehr: Any) -> bool:
+def metadata_only(value: Any, ehr: Database) -> bool:
     """Whether ``value`` holds nothing but names of this database's columns or tables, or is a
     schema listing (the columns of ``ehr.describe`` or ``DESCRIBE``)."""
     if isinstance(value, pl.DataFrame):
@@ -46,7 +48,7 @@ def metadata_only(value: Any, ehr: Any) -> bool:
     return {v.strip().strip('"').lower() for v in value} <= _names(ehr)
 
 
-def _names(ehr: Any) -> set[str]:
+def _names(ehr: Database) -> set[str]:
     names = {t.lower() for t in ehr.tables()}
     for table in ehr.tables():
         names |= {c.lower() for c in ehr.columns(table)}

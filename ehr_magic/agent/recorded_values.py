@@ -33,6 +33,7 @@ from typing import Any
 
 from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.identifiers import quote_identifier
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.knowledge.model import Hierarchy
 from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.safety import limits
@@ -44,7 +45,7 @@ _QUERIES_PER_STATEMENT = 8  # value queries run as one statement (see _read_valu
 _MIN_REFERRERS = 4  # a dictionary joined from fewer brings them all already (table_choice._MAX_REFERRERS)
 _KEY_JOIN = re.compile(r"^\s*(\w+)\s+ON\s+(?:(\w+)|(?:\w+\.)?(\w+)\s*=\s*(\w+)\.(\w+))\s*$", re.IGNORECASE)
 
-_found: weakref.WeakKeyDictionary[Any, list[RecordedNames]] = weakref.WeakKeyDictionary()
+_found: weakref.WeakKeyDictionary[Database, list[RecordedNames]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -57,7 +58,7 @@ class RecordedNames:
     by_hierarchy: bool = False
 
 
-def recorded_vocabularies(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None = None
+def recorded_vocabularies(ehr: Database, described: Mapping[str, Any], hierarchy: Hierarchy | None = None
                           ) -> list[RecordedNames]:
     """For each table joining a dictionary of many referrers on its key, the dictionary's lookup
     values (and the other names of its satellite tables: OMOP's synonyms) of the codes that table
@@ -71,7 +72,7 @@ def recorded_vocabularies(ehr: Any, described: Mapping[str, Any], hierarchy: Hie
         return found
 
 
-def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -> list[RecordedNames]:
+def _read(ehr: Database, described: Mapping[str, Any], hierarchy: Hierarchy | None) -> list[RecordedNames]:
     joins: dict[str, list[tuple[str, str]]] = {}  # dictionary -> (table, its column) joining its key
     names: dict[str, list[tuple[str, str, str]]] = {}  # dictionary -> (table, key column, name column) of other names
     for table, info in described.items():
@@ -119,7 +120,7 @@ def _read(ehr: Any, described: Mapping[str, Any], hierarchy: Hierarchy | None) -
     return found
 
 
-def _read_values(ehr: Any, queries: list[tuple[str, bool]]) -> list[list[str]]:
+def _read_values(ehr: Database, queries: list[tuple[str, bool]]) -> list[list[str]]:
     """The values each query reads, ``_QUERIES_PER_STATEMENT`` queries to a statement (a
     warehouse's dictionary may be joined by thousands of tables, and each statement costs a round
     trip), those marked to run alone one to a statement. A statement that fails is read query by
@@ -143,7 +144,7 @@ def _read_values(ehr: Any, queries: list[tuple[str, bool]]) -> list[list[str]]:
     return read
 
 
-def _values_query(ehr: Any, dictionary: str, key: str, value_column: str, table: str, column: str,
+def _values_query(ehr: Database, dictionary: str, key: str, value_column: str, table: str, column: str,
                   hierarchy: Hierarchy | None) -> tuple[str, bool] | None:
     """The query of the dictionary's ``value_column`` values of the codes ``table.column`` holds
     (read from at most ``ROWS`` of its rows), and whether it is to run alone: it compares text with

@@ -75,6 +75,7 @@ from rapidfuzz import fuzz
 from ehr_magic.agent.recorded_values import recorded_vocabularies
 from ehr_magic.knowledge.drafting.meaning import ADVICE as DRAFTED_ADVICE
 from ehr_magic.knowledge.drafting.naming import singular
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
@@ -294,7 +295,7 @@ def conventions_for(tables: Sequence[str], shown: Collection[str], question: str
             or any(counts[w] <= _RARE_IN_CONVENTIONS for w in said & set(_content_words(rule)))]
 
 
-def shared_columns(ehr: Any) -> tuple[str, ...]:
+def shared_columns(ehr: Database) -> tuple[str, ...]:
     """The columns every table has, with the same type (a row number), which the index says once;
     none when there are fewer than three tables. Kept per database: every table's description
     asks, and a warehouse has thousands of tables."""
@@ -311,7 +312,7 @@ def shared_columns(ehr: Any) -> tuple[str, ...]:
     return shared
 
 
-_SHARED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]] = weakref.WeakKeyDictionary()
+_SHARED: weakref.WeakKeyDictionary[Database, tuple[tuple[str, ...], tuple[str, ...]]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -337,7 +338,7 @@ class TableChoice:
 class TablePicker:
     """Scores the tables of one database for a question (built once per database)."""
 
-    def __init__(self, ehr: Any) -> None:
+    def __init__(self, ehr: Database) -> None:
         self.ehr = ehr
         knowledge = ehr.knowledge
         self.tables: tuple[str, ...] = tuple(ehr.tables())
@@ -385,8 +386,8 @@ class TablePicker:
         # uses when it needs that table for more than its joins
         self._row_noun: dict[str, str] = {}
         for t in self.spine:
-            info = self._described.get(t)
-            found = re.match(r"\s*One row per ([^.;,(]+)", info.row) if info else None
+            spine_info = self._described.get(t)
+            found = re.match(r"\s*One row per ([^.;,(]+)", spine_info.row) if spine_info else None
             forms = _content_words(found.group(1)) if found else []
             if forms:
                 self._row_noun[t] = forms[-1]

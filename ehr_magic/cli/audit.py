@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.llm.audit import AuditEntry, AuditLog
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d|w)\s*$", re.IGNORECASE)
@@ -83,7 +84,7 @@ def run_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checks(ehr: Any, entries: list[AuditEntry]) -> list[Any]:
+def _checks(ehr: Database, entries: list[AuditEntry]) -> list[Any]:
     from ehr_magic.safety.audit_check import IdentifierScanner, request_text
 
     texts = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.knowledge.handle import Database
 
 __all__ = ["CoreTables", "DescribedColumns", "SchemaHelperError", "SchemaPlugin", "helper", "helper_names", "plugin",
            "recognise"]
@@ -148,7 +149,7 @@ def recognise(tables: Tables) -> str:
     return best
 
 
-def helper(ehr: Any, name: str) -> Callable[..., Any]:
+def helper(ehr: Database, name: str) -> Callable[..., Any]:
     """``ehr.<name>`` for a schema helper: bound to ``ehr`` when its schema has it; ``AttributeError``
     for a name no schema has; ``SchemaHelperError`` (one sentence) for another schema's helper."""
     owners = [p for p in _with_modules() if name in p.helpers]

@@ -19,15 +19,19 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from ehr_magic.db.schemas import CoreTables, SchemaPlugin, lowered
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary
 from ehr_magic.safety import limits
+
+if TYPE_CHECKING:  # the plug-in is part of the handle: it reads the concept tables with the handle's own runner
+    from ehr_magic.db.ehr import EHR
 
 SCHEMA = "omop_cdm"
 CORE = {
@@ -43,7 +47,7 @@ _CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_/]*$")  # one token with a digit:
 _NAMES_PER_CONCEPT = 4  # names asked of the index per concept wanted (domain and standard filter some out)
 
 
-def concepts(ehr: Any, text: str, domain: str | None = None, standard: bool = True, descendants: bool = False,
+def concepts(ehr: EHR, text: str, domain: str | None = None, standard: bool = True, descendants: bool = False,
              *, k: int = 20, min_score: float = 80.0) -> pl.DataFrame:
     """Concepts for ``text``, found by name (concept.concept_name), synonym (concept_synonym) and
     code (concept_code, e.g. 'K92.2' or '1191'), best first: a table of concept_id, concept_name,
@@ -137,11 +141,11 @@ class _Index:
     synonym_column: tuple[str, str]  # concept_synonym and its name column, as this database spells them
 
 
-_indexes: weakref.WeakKeyDictionary[Any, _Index] = weakref.WeakKeyDictionary()
+_indexes: weakref.WeakKeyDictionary[EHR, _Index] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def _index(ehr: Any) -> _Index:
+def _index(ehr: EHR) -> _Index:
     with _lock:
         index = _indexes.get(ehr)
         if index is None:
@@ -149,19 +153,19 @@ def _index(ehr: Any) -> _Index:
         return index
 
 
-def _table(ehr: Any, table: str) -> str | None:
+def _table(ehr: Database, table: str) -> str | None:
     """``table`` as this database spells it, None if it has none."""
     return next((t for t in ehr.tables() if t.lower() == table), None)
 
 
-def _present(ehr: Any, table: str) -> str:
+def _present(ehr: Database, table: str) -> str:
     """``table`` as this database spells it, for a table known to be there (``_real`` read its columns)."""
     name = _table(ehr, table)
     assert name is not None, f"{table} was found a moment ago"
     return name
 
 
-def _real(ehr: Any, table: str) -> dict[str, str]:
+def _real(ehr: Database, table: str) -> dict[str, str]:
     """Lower-case column name -> the column as this database spells it ({} for a missing or
     header-only table)."""
     name = _table(ehr, table)
@@ -170,7 +174,7 @@ def _real(ehr: Any, table: str) -> dict[str, str]:
     return {c.lower(): c for c in ehr.columns(name)}
 
 
-def _select(ehr: Any, table: str, columns: dict[str, str], *, where: str = "") -> pl.DataFrame:
+def _select(ehr: EHR, table: str, columns: dict[str, str], *, where: str = "") -> pl.DataFrame:
     """``columns`` (our name -> an expression over the real, quoted column) of ``table``, read in
     full for our own index (so not under generated code's row cap)."""
     real = _table(ehr, table)
@@ -179,7 +183,7 @@ def _select(ehr: Any, table: str, columns: dict[str, str], *, where: str = "") -
         return ehr._run(f'SELECT {select} FROM "{real}"{where}', what=f"reading {table}")
 
 
-def _build(ehr: Any) -> _Index:
+def _build(ehr: EHR) -> _Index:
     concept = _real(ehr, "concept")
     missing = [c for c in ("concept_id", "concept_name") if c not in concept]
     if missing:
@@ -222,7 +226,7 @@ def _in_domain(frame: pl.DataFrame, domain: str | None) -> pl.DataFrame:
     return frame.filter(pl.col("domain_id").str.to_lowercase() == str(domain).strip().lower())
 
 
-def _standard(ehr: Any, index: _Index, found: pl.DataFrame) -> pl.DataFrame:
+def _standard(ehr: EHR, index: _Index, found: pl.DataFrame) -> pl.DataFrame:
     """The standard concepts of ``found``; a non-standard one found by its code is replaced by the
     standard concepts it maps to ('Maps to' in concept_relationship), at its score."""
     codes = found.filter((pl.col("standard_concept").fill_null("") != "S") & (pl.col("found_by") == "code"))
@@ -243,7 +247,7 @@ def _standard(ehr: Any, index: _Index, found: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([kept, _shaped(mapped)])
 
 
-def _descendants(ehr: Any, ids: list[int]) -> list[int]:
+def _descendants(ehr: EHR, ids: list[int]) -> list[int]:
     """The concepts below ``ids`` in concept_ancestor (``ids`` themselves included)."""
     ancestor = _real(ehr, "concept_ancestor")
     if not {"ancestor_concept_id", "descendant_concept_id"} <= set(ancestor):
