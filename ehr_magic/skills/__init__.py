@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills.cards import Card, Vector
 from ehr_magic.skills.errors import SkillError
 from ehr_magic.skills.registry import builtin, names_concept, rank, unknown
@@ -134,7 +135,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(str(exc)) from None
 
 
-def namespace(ehr: Any, *, path: PathLike = None) -> dict[str, Any]:
+def namespace(ehr: Database, *, path: PathLike = None) -> dict[str, Any]:
     """Names to put in the generated code's namespace: ``{"skills": Skills(ehr)}``."""
     from ehr_magic.skills.bound import Skills
 

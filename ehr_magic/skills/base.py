@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.text import parse_time
 from ehr_magic.errors import sentences
 from ehr_magic.skills.errors import SkillError
@@ -84,7 +85,7 @@ def scope(stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, a
 class Context:
     """One skill run: the database, its schema items, the scope, and checks."""
 
-    def __init__(self, ehr: Any, sc: Scope, skill: str) -> None:
+    def __init__(self, ehr: Database, sc: Scope, skill: str) -> None:
         if not hasattr(ehr, "sql") or not hasattr(ehr, "tables"):
             raise SkillError(f"{skill} needs the connected EHR as first argument: skills.{skill}(ehr, ...).")
         self.ehr = ehr

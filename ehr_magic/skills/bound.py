@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills.cards import Card
 
 
@@ -48,7 +49,7 @@ def calculators() -> _Calculators:
 class Skills:
     """The clinical skills, bound to one EHR."""
 
-    def __init__(self, ehr: Any, *, user_path: Any = None) -> None:
+    def __init__(self, ehr: Database, *, user_path: Any = None) -> None:
         self._ehr = ehr
         self._schema: str | None = getattr(ehr, "schema", None)
         self._user_path = user_path

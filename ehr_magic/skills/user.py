@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ehr_magic import migrations
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.paths import data_dir
 from ehr_magic.skills.cards import Card
 from ehr_magic.skills.errors import SkillError
@@ -382,7 +383,7 @@ def load_skill(name: str, *, version: int | None = None, path: str | os.PathLike
 
 def _callable(skill: UserSkill, path: str | os.PathLike[str] | None = None,
               timeout: float = 120.0) -> Callable[..., Any]:
-    def run(ehr: Any, **kwargs: Any) -> Any:
+    def run(ehr: Database, **kwargs: Any) -> Any:
         unknown = set(kwargs) - set(skill.params)
         if unknown:
             raise SkillError(f"{skill.name} has no parameter(s) {sorted(unknown)}; its parameters: "
@@ -408,7 +409,7 @@ def _callable(skill: UserSkill, path: str | os.PathLike[str] | None = None,
     return run
 
 
-def run_tests(name: str, ehr: Any, *, version: int | None = None,
+def run_tests(name: str, ehr: Database, *, version: int | None = None,
               path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """Run a user skill's saved test cases on ``ehr``: ``[{"params", "ok", "problem"}]``."""
     found = user_skill(name, version=version, path=path)
@@ -417,7 +418,7 @@ def run_tests(name: str, ehr: Any, *, version: int | None = None,
     return _run_tests(found, ehr, path)
 
 
-def _run_tests(skill: UserSkill, ehr: Any, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+def _run_tests(skill: UserSkill, ehr: Database, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     import polars as pl
 
     from ehr_magic.skills.testing import check

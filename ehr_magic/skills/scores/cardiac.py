@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -54,7 +55,7 @@ HISTORY_NOTE = ("Conditions come from ICD codes of the admission and (history=Tr
                data=icu_patient(age=68, gender="M", diagnoses=[("42731", 9), ("V1254", 9), ("25000", 9), ("412", 9)])),
     ),
 ))
-def cha2ds2_vasc(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def cha2ds2_vasc(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
                  as_of: Any = None, history: bool = True) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "cha2ds2_vasc")
     conditions = {"atrial_fibrillation": ATRIAL_FIBRILLATION, "chf": CHF, "hypertension": HYPERTENSION,
@@ -123,7 +124,7 @@ def _labs_and_drugs(ctx: Context) -> pl.DataFrame:
                data=icu_patient(age=60, diagnoses=[("5715", 9), ("5789", 9), ("30390", 9)])),
     ),
 ))
-def has_bled(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def has_bled(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
              history: bool = True) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "has_bled")
     conditions = {"atrial_fibrillation": ATRIAL_FIBRILLATION, "htn": HYPERTENSION, "renal_codes": RENAL_ABNORMAL,

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -60,7 +61,7 @@ CONDITIONS = list(CHARLSON)
                data=icu_patient(age=70, diagnoses=[("I214", 10)])),
     ),
 ))
-def charlson(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def charlson(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
              history: bool = False) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "charlson")
     frame = with_age(ctx, condition_flags(ctx, CHARLSON, history=history))

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, in_list, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -145,7 +146,7 @@ def _rrt(ctx: Context, hours: float | None) -> pl.DataFrame:
                data=icu_patient(procedures=[(225802, 5, 30)])),
     ),
 ))
-def kdigo_aki(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def kdigo_aki(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
               hours: float | None = None, timeline: bool = False) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "kdigo_aki")
     cr, uo, rrt = _creatinine(ctx, hours), _urine(ctx, hours), _rrt(ctx, hours)

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, in_list, pick, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -48,7 +49,7 @@ LEVEL_DOC = "Admissions by default (labs from 6 h before admission); by='stay' f
                                       (50983, 9, 138.0), (50902, 9, 100.0), (50882, 9, 18.0)])),
     ),
 ))
-def anion_gap(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def anion_gap(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
               hours: float | None = None, which: str = "all", by: str | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "anion_gap")
     level = level_for(ctx, by, "admission")
@@ -88,7 +89,7 @@ def anion_gap(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_i
                data=icu_patient(labs=[(50893, 4, 8.0), (50862, 6, 2.5)])),
     ),
 ))
-def corrected_calcium(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def corrected_calcium(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
                       as_of: Any = None, hours: float | None = None, which: str = "all",
                       by: str | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "corrected_calcium")
@@ -140,7 +141,7 @@ def corrected_calcium(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, s
                                      (30, "Weight (Lbs)", 300)])),
     ),
 ))
-def bmi(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def bmi(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
         by: str = "stay") -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "bmi")
     if by not in ("stay", "subject"):

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -50,7 +51,7 @@ PNEUMONIA = {9: tuple(str(c) for c in range(480, 487)), 10: tuple(f"J{c}" for c 
                                                (220179, 3, 120.0), (220180, 3, 80.0)], labs=[(51006, 2, 15.0)])),
     ),
 ))
-def curb65(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def curb65(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
            hours: float = 24, components: tuple[str, ...] | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "curb65")
     chosen = PARTS if components is None else tuple(components)

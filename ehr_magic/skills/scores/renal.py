@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, pick, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -44,7 +45,7 @@ from ehr_magic.skills.timeline import LEVELS, concept_values, level_for
                data=icu_patient(age=60, gender="M", labs=[(50912, 2, 1.0), (50912, 20, 2.0)])),
     ),
 ))
-def egfr(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def egfr(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
          hours: float | None = None, which: str = "all", by: str | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "egfr")
     level = level_for(ctx, by, "admission")

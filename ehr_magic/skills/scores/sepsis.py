@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -49,7 +50,7 @@ QSOFA_PARTS = ("resp_rate", "sbp", "gcs")
                data=icu_patient(chart=[(220210, 1, 24.0), (220179, 2, 95.0)])),
     ),
 ))
-def qsofa(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def qsofa(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
           hours: float = 24, components: tuple[str, ...] | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "qsofa")
     chosen = QSOFA_PARTS if components is None else tuple(components)
@@ -100,7 +101,7 @@ def qsofa(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: 
                                 labs=[(51301, 2, 8.0), (51144, 2, 12.0)])),
     ),
 ))
-def sirs(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def sirs(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
          hours: float = 24) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "sirs")
     specs = {"temperature_min": ("temperature", "min"), "temperature_max": ("temperature", "max"),
@@ -184,7 +185,7 @@ def suspected_infection_sql(ctx: Context) -> str:
                                 micro=[(2, "URINE")], los_hours=120)),
     ),
 ))
-def suspected_infection(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def suspected_infection(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
                         as_of: Any = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "suspected_infection")
     return ctx.sql(f"{with_ctes(cohort_cte(ctx, 'admission'))}, {suspected_infection_sql(ctx)} "
@@ -226,7 +227,7 @@ def suspected_infection(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None,
                data=icu_patient(prescriptions=[("Cefepime", 2)], micro=[(20, "URINE")], labs=[(51265, 3, 45.0)])),
     ),
 ))
-def sepsis3(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def sepsis3(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
             sofa_components: tuple[str, ...] | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "sepsis3")
     chosen = components_for(ctx, sofa_components, "Sepsis-3 (SOFA)")

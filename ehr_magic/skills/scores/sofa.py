@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills.base import Context, Ids, scope
 from ehr_magic.skills.cards import Card, Vector
 from ehr_magic.skills.registry import register
@@ -91,7 +92,7 @@ _FULL_EXPECTED = {"respiration": 3, "coagulation": 3, "liver": 2, "cardiovascula
                data=icu_patient(chart=[(220739, 1, 4), (223900, 1, 5), (223901, 1, 6)], labs=[(50885, 1, 12.5)])),
     ),
 ))
-def sofa(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def sofa(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
          hours: float = 24, components: tuple[str, ...] | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "sofa")
     chosen = components_for(ctx, components)
@@ -125,7 +126,7 @@ def sofa(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: I
                data=icu_patient(labs=[(51265, 2, 45.0), (51265, 1, 200.0)], los_hours=28)),
     ),
 ))
-def sofa_hourly(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def sofa_hourly(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
                 as_of: Any = None, components: tuple[str, ...] | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "sofa_hourly")
     chosen = components_for(ctx, components)

@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from ehr_magic.knowledge.handle import Database
 from ehr_magic.skills import calculators as calc
 from ehr_magic.skills.base import Context, Ids, pick, scope
 from ehr_magic.skills.cards import Card, Vector
@@ -48,7 +49,7 @@ STAY_IDS = ["subject_id", "hadm_id", "stay_id"]
                data=icu_patient(chart=[(220739, 1, 3), (223900, 1, 4), (223901, 1, 5), (223901, 2, 6)])),
     ),
 ))
-def gcs(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
+def gcs(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None, as_of: Any = None,
         hours: float | None = None, which: str = "all") -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "gcs")
     frame = stay_rows(ctx, [("g", gcs_sql(ctx))], "g", "x.eye, x.verbal, x.motor, x.gcs", hours)
@@ -81,7 +82,7 @@ def gcs(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Id
                data=icu_patient(chart=[(220052, 1, 70.0), (220179, 2, 120.0), (220180, 2, 60.0)])),
     ),
 ))
-def mean_arterial_pressure(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def mean_arterial_pressure(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
                            as_of: Any = None, hours: float | None = None, which: str = "all") -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "mean_arterial_pressure")
     frame = stay_rows(ctx, [("bp", bp_sql(ctx))], "bp", "x.map_measured, x.sbp, x.dbp", hours)
@@ -111,7 +112,7 @@ def mean_arterial_pressure(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = No
                data=icu_patient(chart=[(220045, 1, 110.0), (220179, 1, 100.0), (220045, 2, 80.0)])),
     ),
 ))
-def shock_index(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def shock_index(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
                 as_of: Any = None, hours: float | None = None, which: str = "all") -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "shock_index")
     frame = stay_rows(ctx, [("bp", bp_sql(ctx))], "bp", "x.heart_rate, x.sbp", hours)
@@ -154,7 +155,7 @@ def shock_index(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject
                                       (50821, 3, 80.0, 6), (50816, 3, 40.0, 6)])),
     ),
 ))
-def pf_ratio(ehr: Any, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
+def pf_ratio(ehr: Database, *, stay_ids: Ids = None, hadm_ids: Ids = None, subject_ids: Ids = None,
              as_of: Any = None, hours: float | None = None, which: str = "all") -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "pf_ratio")
     frame = stay_rows(ctx, abg_ctes(ctx), "abg", "x.pao2, x.fio2, x.fio2_source, x.ventilated", hours)
@@ -180,8 +181,8 @@ def _resolve(ctx: Context, item: str | int | list[int] | tuple[int, ...]) -> Con
             raise SkillError(f"No lab or chart item matches {item!r}; known concepts: {', '.join(sorted(CONCEPTS))}, "
                              "or pass item ids.")
         label, _, table = best
-        ids = ctx.ehr.sql(f"SELECT itemid FROM {table} WHERE label = ?", [label]).to_series().to_list()
-        return Concept(label, "labevents" if table == "d_labitems" else "chartevents", tuple(ids), -1e12, 1e12, "",
+        itemids = tuple(ctx.ehr.sql(f"SELECT itemid FROM {table} WHERE label = ?", [label]).to_series().to_list())
+        return Concept(label, "labevents" if table == "d_labitems" else "chartevents", itemids, -1e12, 1e12, "",
                        None, {}, label)
     ids = (int(item),) if isinstance(item, int) else tuple(int(i) for i in item)
     for c in CONCEPTS.values():
@@ -238,7 +239,7 @@ def _resolve(ctx: Context, item: str | int | list[int] | tuple[int, ...]) -> Con
                data=icu_patient(chart=[(223762, 1, 37.0), (223761, 2, 100.4)])),
     ),
 ))
-def measurement(ehr: Any, item: str | int | list[int], *, stay_ids: Ids = None, hadm_ids: Ids = None,
+def measurement(ehr: Database, item: str | int | list[int], *, stay_ids: Ids = None, hadm_ids: Ids = None,
                 subject_ids: Ids = None, as_of: Any = None, hours: float | None = None, which: str = "all",
                 by: str | None = None) -> pl.DataFrame:
     ctx = Context(ehr, scope(stay_ids, hadm_ids, subject_ids, as_of), "measurement")
