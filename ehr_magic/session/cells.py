@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ehr_magic.safety.privacy import preview
 
 if TYPE_CHECKING:
+    from ehr_magic.knowledge.handle import Database
     from ehr_magic.session.answer import Answer
 
 MARKER = re.compile(r"^# ehr-magic #(?P<token>[A-Za-z0-9]+): (?P<question>.*)$")
@@ -105,7 +106,7 @@ class Connected(Protocol):
     """What the cells need from their session, read when a cell is accepted or rejected:
     the database and the memory store of that moment (either may change after an offer)."""
 
-    ehr: Any
+    ehr: Database | None
     memory: Any
 
 
@@ -178,6 +179,7 @@ class NotebookCells:
         memory, ehr = self.session.memory, self.session.ehr
         if memory is None:
             return None
+        assert ehr is not None, "a cell is remembered under its database's schema: connect first"
         return memory.add(question, code, knowledge=knowledge, origin="accepted", schema=ehr.schema,
                           dataset=ehr.dataset, answer_preview=answer_preview, model=model,
                           generated_code=generated_code if generated_code and generated_code != code else None)

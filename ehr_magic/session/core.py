@@ -41,6 +41,7 @@ from ehr_magic.session.conversation import Conversation, Turn, answer_shape, des
 from ehr_magic.session.strategies import STRATEGIES, AskContext, Strategy
 
 if TYPE_CHECKING:  # imported where used, so that connecting needs neither a model client nor reuse
+    from ehr_magic.db import EHR
     from ehr_magic.knowledge.store import EditFile
     from ehr_magic.knowledge.view import KnowledgeView
     from ehr_magic.llm import LLMClient
@@ -53,13 +54,16 @@ MODES: tuple[str, ...] = ("auto", "agent", "memory")
 class Session:
     """Answers questions on one ``EHR`` with a memory store, (lazily) a model and a conversation."""
 
-    def __init__(self, ehr: Any = None, *, memory: Any = None, llm: Any = None,
+    def __init__(self, ehr: EHR | None = None, *, memory: Any = None, llm: Any = None,
                  llm_overrides: dict[str, Any] | None = None, settings: AgentSettings | None = None,
                  store_auto: bool = False, mode: Mode = "auto",
                  history_tokens: int = DEFAULT_HISTORY_TOKENS, keep_conversation: bool = True,
                  reuser: Any = None) -> None:
         self.mode = mode  # sets ``strategies``, the ways to answer tried in order
-        self.ehr = ehr
+        # The class, not the Database face: the session closes and reopens it and drafts its knowledge.
+        # Held as Any, not EHR | None: None until ``connect``, and the strategies, the magic and the panel
+        # read it only once a database is open, which mypy cannot follow.
+        self.ehr: Any = ehr
         self.memory = memory
         self.llm_overrides = dict(llm_overrides or {})  # e.g. %config EhrMagics.model
         self.settings = settings or AgentSettings()
