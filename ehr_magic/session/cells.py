@@ -177,9 +177,8 @@ class NotebookCells:
                  answer_preview: str = "", model: str | None = None) -> int | None:
         """Store an accepted cell (the code actually run) under its standalone question."""
         memory, ehr = self.session.memory, self.session.ehr
-        if memory is None:
+        if memory is None or ehr is None:  # a cell is remembered under its database's schema
             return None
-        assert ehr is not None, "a cell is remembered under its database's schema: connect first"
         return memory.add(question, code, knowledge=knowledge, origin="accepted", schema=ehr.schema,
                           dataset=ehr.dataset, answer_preview=answer_preview, model=model,
                           generated_code=generated_code if generated_code and generated_code != code else None)
