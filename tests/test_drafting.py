@@ -362,6 +362,27 @@ def test_a_time_range_is_said_by_its_days_unless_it_lies_within_one_day() -> Non
     assert meaning.describe_column(table, table.columns["ended"], {}, False) == "TIMESTAMP, 2100-03-01 to 2100-03-20."
 
 
+def test_a_big_table_is_profiled_on_the_same_sample_every_time() -> None:
+    """A table past the profiling sample size, profiled twice in one connection on two threads: a
+    seeded system sample read by several threads picks other rows the second time, and drafted
+    knowledge would differ from one connect to the next."""
+    import duckdb
+
+    from ehr_magic.knowledge.drafting.profiling import PROFILE_SAMPLE, profile
+
+    with duckdb.connect() as con:
+        con.execute("SET threads = 2")
+        con.execute("CREATE TABLE events AS SELECT i AS event_id, hash(i) % 5000 AS patient_id, "
+                    "'item ' || (hash(i * 7) % 900)::VARCHAR AS label, (hash(i * 3) % 100000) / 7.0 AS reading "
+                    f"FROM range({7 * PROFILE_SAMPLE}) t(i)")
+        first = profile(con, "events", "events.csv")
+        con.execute("SELECT count(*) FROM events").fetchall()
+        second = profile(con, "events", "events.csv")
+        assert con.execute("SELECT current_setting('threads')").fetchall()[0][0] == 2  # as it was
+    assert first.rows == 7 * PROFILE_SAMPLE
+    assert first == second
+
+
 def test_a_hub_counts_the_tables_that_refer_to_it_and_a_second_unit_column_names_the_first(tmp_path: Path) -> None:
     folder = tmp_path / "hub"
     folder.mkdir()

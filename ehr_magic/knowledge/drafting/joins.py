@@ -32,7 +32,8 @@ import duckdb
 
 from ehr_magic.knowledge.drafting import naming
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.knowledge.drafting.profiling import OPAQUE, ROW_NUMBERS, Column, Table, int_range, sampled
+from ehr_magic.knowledge.drafting.profiling import (OPAQUE, ROW_NUMBERS, Column, Table, int_range, one_thread,
+                                                     sampled)
 
 NAMED_SHARE = 0.9  # share of a named column's values found in the key
 VALUE_SHARE = 0.98  # the same for a column joined on its values alone
@@ -376,18 +377,21 @@ def _store_sketches(con: duckdb.DuckDBPyConnection, tables: dict[str, Table],
     A batch of columns per query, as for the keys (one statement per column costs more than its
     scan on a warehouse of small tables)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _draft_sketches (sid INTEGER, h UBIGINT)")
-    parts = []
+    parts, sampling = [], []  # the statements' parts, and whether each samples its table
     for sid, (table_name, column_name) in enumerate(plans):
         table = tables[table_name]
         column = table.columns[column_name]
         parts.append(f"SELECT {sid} AS sid, h FROM ({_sample(table, column, column.as_key())})")
+        sampling.append(table.rows > BIG_TABLE)
         if column.integer and column.low is not None and column.high is not None:
             low, high = int(cast(SupportsInt, column.low)), int(cast(SupportsInt, column.high))
             parts.append(f"SELECT DISTINCT {-sid - 1} AS sid, "
                          f"hash(({low} + (i * ({high} - {low})) // {CHANCE_PROBES - 1})::BIGINT) AS h "
                          f"FROM range({CHANCE_PROBES}) t(i)")
+            sampling.append(False)
     for first in range(0, len(parts), SCANS_PER_QUERY):
-        con.execute("INSERT INTO _draft_sketches " + " UNION ALL ".join(parts[first:first + SCANS_PER_QUERY]))
+        with one_thread(con, needed=any(sampling[first:first + SCANS_PER_QUERY])):
+            con.execute("INSERT INTO _draft_sketches " + " UNION ALL ".join(parts[first:first + SCANS_PER_QUERY]))
 
 
 def _store_keys(con: duckdb.DuckDBPyConnection, keys: list[_Key]) -> None:
@@ -449,9 +453,11 @@ def _composite_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table], k
                         continue
                     expression = f"{first.as_key()}, {second.as_key()}"
                     sample = _sample(table, first, expression)
-                    found, total = con.execute(
-                        f"WITH s AS ({sample}) SELECT count(k.h), count(*) FROM s LEFT JOIN "
-                        f"(SELECT DISTINCT {pairs} AS h FROM {quote(key.table.name)}) k ON s.h = k.h").fetchall()[0]
+                    with one_thread(con, needed=table.rows > BIG_TABLE):
+                        found, total = con.execute(
+                            f"WITH s AS ({sample}) SELECT count(k.h), count(*) FROM s LEFT JOIN "
+                            f"(SELECT DISTINCT {pairs} AS h FROM {quote(key.table.name)}) k ON s.h = k.h"
+                        ).fetchall()[0]
                     share = found / total if total else 0.0
                     if share >= NAMED_SHARE and (best is None or share > best.share):
                         best = Join(table.name, first.name, key.table.name, code.name, share, True,
