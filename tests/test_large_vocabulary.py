@@ -67,6 +67,18 @@ def test_a_short_value_list_is_indexed_in_python_exactly_as_polars_indexes_it(eh
     assert isinstance(Vocabulary.build(["final", "preliminary"]).postings[0], np.ndarray)
 
 
+def test_columns_indexed_together_are_indexed_as_one_by_one(ehrsql_db: Path) -> None:
+    """``index_columns`` (what a question's first linking calls) reads many small columns to a
+    statement; each index is the one ``vocabulary`` builds alone, and its rows are counted once."""
+    with ehr_magic.connect(ehrsql_db) as together, ehr_magic.connect(ehrsql_db) as alone:
+        columns = together.lookup_columns()
+        together.index_columns(columns)
+        assert len(columns) > 10
+        for table, column in columns:
+            assert _index_fields(together.vocabulary(table, column)) == _index_fields(alone.vocabulary(table, column))
+            assert together.indexed_rows(table) == alone.count(table)
+
+
 def test_a_large_vocabulary_column_is_kept_on_disk_and_read_back(ehrsql_db: Path, titles: list[str], monkeypatch,
                                                                  tmp_path: Path) -> None:
     monkeypatch.setattr(large_vocabulary, "LARGE", 1000)

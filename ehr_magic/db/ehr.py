@@ -14,6 +14,7 @@ import datetime as dt
 import os
 from functools import cached_property
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -30,7 +31,7 @@ from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.db import schemas as schema_plugins
 from ehr_magic.db.offsets import NO_CLOCK, OffsetStays, OffsetTime, StayKind
 from ehr_magic.db.offsets import minutes as _minutes
-from ehr_magic.engines import Engine, is_url, open_engine, to_dialect
+from ehr_magic.engines import QUERY_FAILURES, Engine, is_url, open_engine, to_dialect
 from ehr_magic.engines.duckdb_engine import _SAFE_CONFIG  # noqa: F401 (tests open DuckDB the same way)
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.identifiers import quote_identifier as quote
@@ -40,6 +41,8 @@ from ehr_magic.safety import sql as sqlcheck
 if TYPE_CHECKING:
     from ehr_magic.knowledge.handle import Database
     from ehr_magic.knowledge.model import Knowledge
+
+_READS_PER_STATEMENT = 16  # tables counted in one statement when columns are indexed together
 
 
 def connect(target: str | os.PathLike[str], *, now: str | dt.datetime | None = None,
@@ -105,7 +108,8 @@ class EHR:
             raise
         # a vocabulary of millions of values (OMOP concepts) is indexed compactly and kept on disk
         self._vocabularies = ColumnIndexes(self._distinct_series, self.count, identity=self._identity(),
-                                           keep=lambda table, column: (table, column) in self.lookup_columns())
+                                           keep=lambda table, column: (table, column) in self.lookup_columns(),
+                                           many_values=self._distinct_series_of, many_rows=self._counts_of)
         self._lookup_columns: list[tuple[str, str]] | None = None
 
     # -- queries ---------------------------------------------------------------------------
@@ -225,6 +229,18 @@ class EHR:
         """The indexed distinct values of ``table.column`` (read once, then cached)."""
         table = self._check_table(table)
         return self._vocabularies.get(table, self._check_column(table, column))
+
+    def index_columns(self, columns: Sequence[tuple[str, str]]) -> None:
+        """Index the distinct values of these ``(table, column)`` pairs now, many to a query: the
+        first question on a warehouse reads thousands of lookup columns (``vocabulary`` then
+        returns them at once; a large column is still read on its own when first asked for)."""
+        self._vocabularies.prefetch([(self._check_table(t), self._check_column(self._check_table(t), c))
+                                     for t, c in columns])
+
+    def indexed_rows(self, table: str) -> int:
+        """The rows of ``table`` as its value indexes counted them, once per connection
+        (``count`` counts anew)."""
+        return self._vocabularies.rows(self._check_table(table))
 
     def __getattr__(self, name: str) -> Any:
         # A schema's own helpers (an OMOP CDM's ehr.concepts) come from its plug-in (ehr_magic/db/schemas).
@@ -475,6 +491,35 @@ class EHR:
 
     def _distinct_values(self, table: str, column: str) -> list[str]:
         return self._distinct_series(table, column).to_list()
+
+    def _counts_of(self, tables: list[str]) -> dict[str, int]:
+        """The rows of each of ``tables``, several tables to a statement."""
+        counts: dict[str, int] = {}
+        for first in range(0, len(tables), _READS_PER_STATEMENT):
+            batch = tables[first:first + _READS_PER_STATEMENT]
+            try:
+                frame = self._run(" UNION ALL ".join(f"SELECT {i} AS t, count(*) AS n FROM {quote(table)}"
+                                                     for i, table in enumerate(batch)))
+            except QUERY_FAILURES:
+                continue  # a table that cannot be read is counted (and reports why) on its own
+            counts.update((batch[int(i)], int(n)) for i, n in frame.iter_rows())
+        return counts
+
+    def _distinct_series_of(self, columns: list[tuple[str, str]]) -> list[pl.Series] | None:
+        """``_distinct_series`` of each of ``columns`` in one statement; None if it cannot run (a
+        column is then read on its own, and its error told where it is asked for)."""
+        parts = [f"SELECT {i} AS q, v FROM (SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM "
+                 f"{quote(table)} WHERE {quote(column)} IS NOT NULL) AS r{i}"
+                 for i, (table, column) in enumerate(columns)]
+        try:
+            with limits.row_cap(None):
+                frame = self._run(" UNION ALL ".join(parts))
+        except QUERY_FAILURES:
+            return None
+        values: list[list[str]] = [[] for _ in columns]
+        for index, value in frame.iter_rows():
+            values[int(index)].append(value)
+        return [pl.Series("v", found, dtype=pl.String).sort() for found in values]
 
     def _distinct_series(self, table: str, column: str) -> pl.Series:
         # Our own read for an index, so not under generated code's row cap (a vocabulary of

@@ -45,6 +45,7 @@ __all__ = ["LARGE", "ColumnIndexes", "LargeVocabulary"]
 log = logging.getLogger(__name__)
 
 LARGE = 300_000  # distinct values; above this a column gets a LargeVocabulary
+COLUMNS_PER_READ = 16  # small columns whose values ``ColumnIndexes.prefetch`` reads in one statement
 FORMAT = 1  # of the files kept on disk; a new format ignores the old files
 _CLOSE_WORD = 75  # fuzz.ratio of a close word, as Vocabulary's candidates
 _CLOSE_WORDS = 50
@@ -231,8 +232,11 @@ class ColumnIndexes:
     change, or its URL), None to keep nothing."""
 
     def __init__(self, values: Callable[[str, str], pl.Series], rows: Callable[[str], int], *,
-                 keep: Callable[[str, str], bool] = lambda table, column: False, identity: str | None = None) -> None:
+                 keep: Callable[[str, str], bool] = lambda table, column: False, identity: str | None = None,
+                 many_values: Callable[[list[tuple[str, str]]], list[pl.Series] | None] | None = None,
+                 many_rows: Callable[[list[str]], dict[str, int]] | None = None) -> None:
         self._values, self._rows, self._keep, self._identity = values, rows, keep, identity
+        self._many_values, self._many_rows = many_values, many_rows
         self._cache: dict[tuple[str, str], Vocabulary | LargeVocabulary] = {}
         self._row_counts: dict[str, int] = {}  # counted once per table: its columns are indexed one by one
         self._lock = threading.Lock()
@@ -246,10 +250,37 @@ class ColumnIndexes:
                 found = self._cache.setdefault(key, built)
         return found
 
-    def _build(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
+    def rows(self, table: str) -> int:
+        """The rows of ``table``, counted once per connection: its columns' indexes are sized by it."""
         rows = self._row_counts.get(table)
         if rows is None:
             rows = self._row_counts[table] = self._rows(table)
+        return rows
+
+    def prefetch(self, columns: Sequence[tuple[str, str]]) -> None:
+        """Index ``columns`` not indexed yet, reading many at once (``many_rows`` counts several tables
+        to a statement, ``many_values`` reads the values of several small columns): a question's
+        first linking on a warehouse would otherwise send three statements for each of thousands of
+        status columns. A large column, or a batch that cannot be read, is left to ``get``."""
+        if self._many_values is None or self._many_rows is None:
+            return
+        wanted = [pair for pair in dict.fromkeys(columns) if pair not in self._cache]
+        uncounted = sorted({table for table, _ in wanted} - self._row_counts.keys())
+        if uncounted:
+            self._row_counts.update(self._many_rows(uncounted))
+        small = [pair for pair in wanted if self._row_counts.get(pair[0], LARGE + 1) <= LARGE]
+        for first in range(0, len(small), COLUMNS_PER_READ):
+            batch = small[first:first + COLUMNS_PER_READ]
+            read = self._many_values(batch)
+            if read is None:
+                continue
+            built = [Vocabulary.build(values.to_list()) for values in read]
+            with self._lock:
+                for pair, vocabulary in zip(batch, built):
+                    self._cache.setdefault(pair, vocabulary)
+
+    def _build(self, table: str, column: str) -> Vocabulary | LargeVocabulary:
+        rows = self.rows(table)
         if rows <= LARGE:
             return Vocabulary.build(self._values(table, column).to_list())
         folder = self._folder(table, column, rows)

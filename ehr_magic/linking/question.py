@@ -249,9 +249,13 @@ class VocabularyDatabase(Tables, Protocol):
 
     def count(self, table: str) -> int: ...
 
+    def indexed_rows(self, table: str) -> int: ...
+
     def lookup_columns(self) -> list[tuple[str, str]]: ...
 
     def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary: ...
+
+    def index_columns(self, columns: Sequence[tuple[str, str]]) -> None: ...
 
 
 class QuestionLinker:
@@ -284,6 +288,9 @@ class QuestionLinker:
                          word in _PERIODS and position + 1 < len(lowered) and lowered[position + 1] in _STATISTICS)
                   for position, (m, word) in enumerate(zip(matches, lowered))]
         words = [t.word for t in tokens]
+        unindexed = [pair for pair in self.ehr.lookup_columns() if pair not in self._columns]
+        if unindexed:  # read together, not one by one (thousands in a warehouse)
+            self.ehr.index_columns(unindexed)
         columns = [(t, c, index) for (t, c) in self.ehr.lookup_columns()
                    if (index := self._index(t, c)) is not None]
         found: list[_Found] = []
@@ -505,7 +512,7 @@ class QuestionLinker:
 
     def _distinct(self, table: str, column: str) -> int:
         """Distinct values of the column; counted only when the table has more rows than the limit."""
-        if self.ehr.count(table) <= self.max_values:
+        if self.ehr.indexed_rows(table) <= self.max_values:
             return 0
         return int(self.ehr.sql(f"SELECT count(DISTINCT {quote(column)}) AS n FROM {quote(table)}").item())
 
