@@ -111,7 +111,16 @@ def test_a_term_stored_in_many_places_lists_the_best_few_and_says_there_are_more
     assert len(term.values) == PER_TERM and term.more > 0
     assert term.values[0].value == "temperature" and term.values[0].score == 100.0  # the whole word first
     text = linked_values(linking)
-    assert f"and {term.more} more: ehr.lookup(" in text and "candidates" in text
+    # some of the others are stored in other columns: one column's lookup would not show them
+    assert term.more_elsewhere
+    assert f"and {term.more} more, in other columns too: ehr.find('temperature')" in text and "candidates" in text
+    # all of them in the column of the first: its lookup shows them
+    saline = next(t for t in link_question(ehr, "Was patient 10021487 given sodium chloride?").terms
+                  if t.text == "sodium chloride")
+    assert saline.more > 0 and not saline.more_elsewhere
+    assert (f"and {saline.more} more: ehr.lookup('prescriptions', 'drug', 'sodium chloride', "
+            f"k={len(saline.values) + saline.more})") in linked_values(link_question(
+                ehr, "Was patient 10021487 given sodium chloride?"))
 
 
 def test_a_column_of_more_values_than_the_bound_is_skipped_and_named(tmp_path: Path) -> None:

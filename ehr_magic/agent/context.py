@@ -202,7 +202,9 @@ def linked_values(linking: Linking | None) -> str:
     for term in linking.terms:
         lines.append(f'- "{term.text}"' + (f" ({term.meaning})" if term.meaning else "") + ":")
         lines += [f"  {v.table}.{v.column} = {sql_text(v.value)}{_rows(v)}" for v in term.values]
-        if term.more:
+        if term.more and term.more_elsewhere:  # one column's lookup would not show them all
+            lines.append(f"  and {term.more} more, in other columns too: ehr.find({term.text!r})")
+        elif term.more:
             best = term.values[0]
             lines.append(f"  and {term.more} more: ehr.lookup({best.table!r}, {best.column!r}, {term.text!r}, "
                          f"k={len(term.values) + term.more})")

@@ -120,6 +120,7 @@ class LinkedTerm:
     values: tuple[StoredValue, ...]
     more: int = 0  # further stored values that match as well, not listed
     meaning: str = ""  # the expansion searched, for shorthand ('hemoglobin' for 'Hb')
+    more_elsewhere: bool = False  # some of those are in another column than the first value's
 
 
 @dataclass(frozen=True)
@@ -438,8 +439,9 @@ class QuestionLinker:
             items = [items[k] for *_, k in sorted(order)]
             values: list[StoredValue] = []
             seen: dict[tuple[str, tuple[str, ...]] | None, int] = {}
-            repeated = 0
+            repeated = consumed = 0
             for item in items:  # a row found through two of its names is listed once, by its first name
+                consumed += 1
                 stored = self._stored(item)
                 row = (stored.table, self._row_keys(stored)) if stored.rows and stored.key else None
                 if row is not None and row in seen:
@@ -454,7 +456,9 @@ class QuestionLinker:
                     break
             text = question[tokens[start].start:tokens[end - 1].end]
             meaning = next((i.meaning for i in items if i.meaning), "")
-            terms.append(LinkedTerm(text, tuple(values), len(items) - len(values) - repeated, meaning))
+            first = (values[0].table, values[0].column) if values else None
+            elsewhere = any((i.table, i.column) != first for i in items[consumed:])
+            terms.append(LinkedTerm(text, tuple(values), len(items) - len(values) - repeated, meaning, elsewhere))
         return tuple(terms)
 
     @staticmethod
