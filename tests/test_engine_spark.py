@@ -372,3 +372,14 @@ def test_server_going_away_mid_run_is_one_sentence(ehrsql_db: Path) -> None:
         with pytest.raises(DatabaseError, match="stopped answering|Cannot reach"):
             handle.sql("SELECT 1 AS one")
         handle.close()
+
+
+def test_lookup_columns_indexed_together_hold_what_duckdb_holds(spark, duck) -> None:
+    """A question's first linking reads many columns to a statement (``index_columns``); on Spark
+    the statement is translated, and each column holds the values DuckDB reads."""
+    columns = spark.lookup_columns()
+    spark.index_columns(columns)
+    assert len(columns) > 10
+    for table, column in columns:
+        assert list(spark.vocabulary(table, column).values) == list(duck.vocabulary(table, column).values), column
+        assert spark.indexed_rows(table) == duck.count(table)

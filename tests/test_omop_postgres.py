@@ -67,3 +67,16 @@ def test_concepts_are_the_same(pg, duck) -> None:
         assert found(pg, *args, **kwargs).equals(found(duck, *args, **kwargs)), args
     assert pg.concepts("K92.2")["concept_name"].to_list() == ["Gastrointestinal hemorrhage"]
     assert pg.find("aspirin").rows()[0][:3] == ("concept", "concept_name", "Aspirin")
+
+
+def test_lookup_columns_indexed_together_hold_what_duckdb_holds(pg, duck) -> None:
+    """A question's first linking reads many columns to a statement (``index_columns``); on
+    PostgreSQL the statement is translated, and each column holds the values DuckDB reads."""
+    columns = pg.lookup_columns()
+    pg.index_columns(columns)
+    theirs = {(t.lower(), c.lower()): (t, c) for t, c in duck.lookup_columns()}
+    assert len(columns) > 10
+    for table, column in columns:
+        duck_table, duck_column = theirs[(table.lower(), column.lower())]
+        assert list(pg.vocabulary(table, column).values) == list(duck.vocabulary(duck_table, duck_column).values)
+        assert pg.indexed_rows(table) == duck.count(duck_table)
