@@ -123,6 +123,27 @@ def test_a_term_stored_in_many_places_lists_the_best_few_and_says_there_are_more
                 ehr, "Was patient 10021487 given sodium chloride?"))
 
 
+def test_a_value_stored_in_many_tables_is_listed_first_where_the_question_names_the_table(tmp_path: Path) -> None:
+    """A warehouse where 'final' is a status of many tables: the question speaks of lab results, so
+    the lab result tables' status comes first (their abbreviated names read as words), before the
+    tables whose names come first in the alphabet."""
+    import duckdb
+
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as con:
+        for n, subject in enumerate(["adt_evnt", "alg_pat", "img_rslt", "ord_med", "lab_rslt", "note_enc"] * 2):
+            con.execute(f"CREATE TABLE {subject}_{n:02d} AS SELECT range AS {subject}_id, "
+                        "(['final', 'preliminary', 'cancelled'])[range % 3 + 1] AS status_c FROM range(30)")
+    with ehr_magic.connect(path) as ehr:
+        linking = link_question(ehr, "How many lab results were final?")
+        term = next(t for t in linking.terms if t.text == "final")
+        assert [v.table for v in term.values[:2]] == ["lab_rslt_04", "lab_rslt_10"]
+        assert term.more > 0 and term.more_elsewhere
+        other = next(t for t in link_question(ehr, "How many medication orders were final?").terms
+                     if t.text == "final")
+        assert [v.table for v in other.values[:2]] == ["ord_med_03", "ord_med_09"]
+
+
 def test_a_column_of_more_values_than_the_bound_is_skipped_and_named(tmp_path: Path) -> None:
     from ehr_magic.db.build import building, write_metadata
 

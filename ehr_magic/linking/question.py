@@ -31,6 +31,7 @@ named in ``Linking.skipped`` instead. A question with no stored word links nothi
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import weakref
@@ -45,8 +46,9 @@ from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.safety.tables import Tables
-from ehr_magic.text import NUMBER_WORDS
+from ehr_magic.text import FUNCTION_WORDS, NUMBER_WORDS, stem
 
 __all__ = ["DescribedTable", "Description", "Linking", "LinkedTerm", "QuestionLinker", "StoredValue",
            "VocabularyDatabase", "link_question", "MAX_VALUES"]
@@ -259,6 +261,15 @@ class VocabularyDatabase(Tables, Protocol):
     def index_columns(self, columns: Sequence[tuple[str, str]]) -> None: ...
 
 
+@functools.lru_cache(maxsize=8192)
+def _table_stems(table: str) -> frozenset[str]:
+    """The stems of a table's name words, warehouse abbreviations spelled out (``LAB_RSLT`` ->
+    lab, result), to tell which of the tables storing a value the question speaks of."""
+    words = [w.lower() for w in _NAME_WORD.findall(_CAMEL.sub(" ", table))]
+    spelled = [part for word in words for part in (word, *warehouse_abbreviations().words(word))]
+    return frozenset(stem(word) for word in spelled if word not in FUNCTION_WORDS)
+
+
 class QuestionLinker:
     """Links questions on one database; holds its per-column word indexes (built on first use)."""
 
@@ -426,8 +437,12 @@ class QuestionLinker:
                 if not any(o != span and o[0] <= span[0] and span[1] <= o[1] for o in spans)}
         ranked = sorted(kept.items(), key=lambda entry: -max(i.score for i in entry[1]))[:MAX_TERMS]
         terms = []
+        said = {stem(t.word) for t in tokens if t.word not in FUNCTION_WORDS}
         for (start, end), items in sorted(ranked, key=lambda entry: entry[0]):
-            items.sort(key=lambda i: (-i.score, len(self._value(i)), i.table, i.column, self._value(i)))
+            # equal values first in the tables the question names ('lab result' -> lab_rslt's status
+            # 'final', not adt_evnt's), then the shorter, then by name
+            items.sort(key=lambda i: (-i.score, -len(_table_stems(i.table) & said), len(self._value(i)),
+                                      i.table, i.column, self._value(i)))
             # the best of each place first, then the next best of each: a term stored in several
             # columns shows each of them before a second value of any
             rank: dict[tuple[str, str], int] = {}
