@@ -234,8 +234,11 @@ class EHR:
         """Index the distinct values of these ``(table, column)`` pairs now, many to a query: the
         first question on a warehouse reads thousands of lookup columns (``vocabulary`` then
         returns them at once; a large column is still read on its own when first asked for)."""
-        self._vocabularies.prefetch([(self._check_table(t), self._check_column(self._check_table(t), c))
-                                     for t, c in columns])
+        checked = []
+        for table, column in columns:
+            table = self._check_table(table)
+            checked.append((table, self._check_column(table, column)))
+        self._vocabularies.prefetch(checked)
 
     def indexed_rows(self, table: str) -> int:
         """The rows of ``table`` as its value indexes counted them, once per connection
