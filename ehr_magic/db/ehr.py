@@ -511,8 +511,7 @@ class EHR:
     def _distinct_series_of(self, columns: list[tuple[str, str]]) -> list[pl.Series] | None:
         """``_distinct_series`` of each of ``columns`` in one statement; None if it cannot run (a
         column is then read on its own, and its error told where it is asked for)."""
-        parts = [f"SELECT {i} AS q, v FROM (SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM "
-                 f"{quote(table)} WHERE {quote(column)} IS NOT NULL) AS r{i}"
+        parts = [f"SELECT {i} AS q, v FROM ({_distinct_values_sql(table, column)}) AS r{i}"
                  for i, (table, column) in enumerate(columns)]
         try:
             with limits.row_cap(None):
@@ -528,10 +527,15 @@ class EHR:
         # Our own read for an index, so not under generated code's row cap (a vocabulary of
         # millions of concept names is looked up, never returned).
         with limits.row_cap(None):
-            frame = self._run(f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
-                              f"WHERE {quote(column)} IS NOT NULL")
+            frame = self._run(_distinct_values_sql(table, column))
         # Sorted, so ties in a lookup rank the same on every engine (DISTINCT has no order).
         return frame.to_series().sort()
+
+
+def _distinct_values_sql(table: str, column: str) -> str:
+    """The distinct non-empty values of ``table.column`` as text, in a column ``v``."""
+    return (f"SELECT DISTINCT CAST({quote(column)} AS VARCHAR) AS v FROM {quote(table)} "
+            f"WHERE {quote(column)} IS NOT NULL")
 
 
 if TYPE_CHECKING:

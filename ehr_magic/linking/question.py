@@ -300,11 +300,11 @@ class QuestionLinker:
                          word in _PERIODS and position + 1 < len(lowered) and lowered[position + 1] in _STATISTICS)
                   for position, (m, word) in enumerate(zip(matches, lowered))]
         words = [t.word for t in tokens]
-        unindexed = [pair for pair in self.ehr.lookup_columns() if pair not in self._columns]
+        lookup_columns = self.ehr.lookup_columns()
+        unindexed = [pair for pair in lookup_columns if pair not in self._columns]
         if unindexed:  # read together, not one by one (thousands in a warehouse)
             self.ehr.index_columns(unindexed)
-        columns = [(t, c, index) for (t, c) in self.ehr.lookup_columns()
-                   if (index := self._index(t, c)) is not None]
+        columns = [(t, c, index) for (t, c) in lookup_columns if (index := self._index(t, c)) is not None]
         found: list[_Found] = []
         for table, column, index in columns:
             found += self._whole(words, tokens, table, column, index)
