@@ -184,3 +184,22 @@ def test_the_drafters_advice_on_reading_a_column_is_no_word_of_what_it_holds(ehr
     full = set(prompt.tables[:prompt.layout.tables])
     assert {"lab_results", "lab_test_types"} <= full, prompt.tables
     assert not {"diagnosis_code_catalog", "procedure_code_catalog"} & full, prompt.tables
+
+
+def test_a_tables_words_leave_out_whole_names_of_the_other_tables(tmp_path: Path) -> None:
+    # a description that names another table ('refers to lab_items.itemid') says what it joins, not what
+    # it holds; only whole names count ('lab' is not in 'lab_items'), in any case, and names that are not
+    # plain words ('lab-notes') too
+    import duckdb
+
+    path = tmp_path / "names.duckdb"
+    with duckdb.connect(str(path)) as con:
+        for name in ("lab", "lab_items", "Visits", "lab-notes"):
+            con.execute(f'CREATE TABLE "{name}" AS SELECT range AS "{name}_id" FROM range(3)')
+    with ehr_magic.connect(path) as ehr:
+        picker = TablePicker(ehr)
+        text = "Refers to lab_items.itemid and visits, LAB_ITEMS; see lab-notes. Lab.x and lab stay; labs too."
+        assert picker._without_other_tables("lab", text) == "Refers to   and  ,  ; see  . Lab.x and lab stay; labs too."
+        assert picker._without_other_tables("lab_items", text) == \
+            "Refers to lab_items.itemid and  , LAB_ITEMS; see  .   and   stay; labs too."
+        assert picker._without_other_tables("visits", "nothing named here") == "nothing named here"

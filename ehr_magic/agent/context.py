@@ -8,6 +8,7 @@ full descriptions of the tables a question needs (``table_choice``) go with the 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Collection, Sequence
 from functools import lru_cache
 from typing import Any
@@ -27,8 +28,25 @@ def system_prompt(ehr: Database, *, full_index: bool = False, columns: bool = Tr
     false, only the conventions that speak of no table: the others go with the question that
     shows their tables (``question_conventions``). With ``listed``, the names of that many tables
     only, the most joined to first (``index_order``): a warehouse of thousands of tables."""
-    return _system_prompt_for(ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index, columns,
-                              conventions, listed, ehr.stored_knowledge)
+    return _system_prompt_for(_Unkeyed(ehr), ehr.path, ehr.schema, ehr.clock.now if ehr.clock else None, full_index,
+                              columns, conventions, listed, ehr.stored_knowledge)
+
+
+class _Unkeyed:
+    """The database a system prompt is rendered from, passed through its cache without being part of
+    the key (the key says what the text depends on) and held weakly, so the cache keeps no connection
+    alive."""
+
+    __slots__ = ("database",)
+
+    def __init__(self, ehr: Database) -> None:
+        self.database = weakref.ref(ehr)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Unkeyed)
+
+    def __hash__(self) -> int:
+        return 0
 
 
 def question_conventions(ehr: Database, shown: Collection[str], question: str) -> str:
@@ -44,25 +62,26 @@ def question_conventions(ehr: Database, shown: Collection[str], question: str) -
 
 
 @lru_cache(maxsize=16)
-def _system_prompt_for(path: Any, schema: str, now: Any, full_index: bool, columns: bool, all_conventions: bool,
-                       listed: int | None, stored_knowledge: str | None) -> str:
-    from ehr_magic.db import connect
-
-    # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it, and on
-    # the knowledge stored there, so a reconnect after ``data knowledge --import`` sees the new text.
-    with connect(path, now=now) as ehr:
-        knowledge = ehr.knowledge
-        if knowledge is not None:
-            introduction = knowledge.introduction.strip()
-            tables = ehr.tables()
-            conventions = "\n".join(f"- {c}" for c in knowledge.conventions
-                                    if all_conventions or not table_choice.convention_tables(tables, c))
-        else:
-            introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
-            conventions = ""
-        return prompts.render("system", introduction=introduction, conventions=conventions,
-                              table_index=table_index(ehr, full=full_index, columns=columns, listed=listed),
-                              time_rules=_time_rules(ehr), shown_rows=SHOWN_ROWS)
+def _system_prompt_for(source: _Unkeyed, path: Any, schema: str, now: Any, full_index: bool, columns: bool,
+                       all_conventions: bool, listed: int | None, stored_knowledge: str | None) -> str:
+    # Keyed on (path, schema, now) so an EHR reconnected to the same file reuses it, and on the
+    # knowledge stored there, so a reconnect after ``data knowledge --import`` sees the new text;
+    # rendered from the calling database (alive during the call), never a new connection: a budget
+    # weighs up to seven forms, and connecting cost 0.1 s each on a warehouse of 1,500 tables.
+    ehr = source.database()
+    assert ehr is not None, "the calling database holds a reference for the call"
+    knowledge = ehr.knowledge
+    if knowledge is not None:
+        introduction = knowledge.introduction.strip()
+        tables = ehr.tables()
+        conventions = "\n".join(f"- {c}" for c in knowledge.conventions
+                                if all_conventions or not table_choice.convention_tables(tables, c))
+    else:
+        introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
+        conventions = ""
+    return prompts.render("system", introduction=introduction, conventions=conventions,
+                          table_index=table_index(ehr, full=full_index, columns=columns, listed=listed),
+                          time_rules=_time_rules(ehr), shown_rows=SHOWN_ROWS)
 
 
 def _time_rules(ehr: Database) -> str:

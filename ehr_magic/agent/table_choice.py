@@ -65,7 +65,7 @@ import weakref
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -343,7 +343,9 @@ class TablePicker:
         knowledge = ehr.knowledge
         self.tables: tuple[str, ...] = tuple(ehr.tables())
         self._described = {t: knowledge.tables[t] for t in self.tables if knowledge and t in knowledge.tables}
-        self._table_names: re.Pattern[str] | None = None  # every table's name, as its description may say it
+        # every table's name, as its description may say it: those of word characters by lower case, the others
+        self._word_names: dict[str, str] | None = None
+        self._other_names: list[str] = []
         self._documents = self._table_documents(knowledge)
         self._name_document = self._table_documents(knowledge, names_only=True)
         self._name_words = {t: frozenset(identifier_words(t)) | spelled_out(t) for t in self.tables}
@@ -629,13 +631,21 @@ class TablePicker:
 
     def _without_other_tables(self, table: str, text: str) -> str:
         """``text`` without the names of the other tables (and a column after one: 'admissions.hadm_id')."""
-        if self._table_names is None:  # one pattern for every table: one per table made a warehouse's
-            # 1,500 tables cost minutes of compiling
-            names = sorted(self.tables, key=len, reverse=True)
-            self._table_names = re.compile(r"\b(" + "|".join(re.escape(t) for t in names) + r")(?:\.\w+)?\b",
-                                           re.IGNORECASE)
+        if self._word_names is None:
+            self._word_names, self._other_names = {}, []
+            for name in self.tables:
+                if _WORD_RUN.fullmatch(name):
+                    self._word_names[name.lower()] = name
+                else:
+                    self._other_names.append(name)
+        # A name of word characters matches only a whole word run, so the pattern needs only the names
+        # the text has as words: one pattern of all 1,500 names of a warehouse cost a second a prompt.
+        said = {self._word_names[w] for w in {w.lower() for w in _WORD_RUN.findall(text)} if w in self._word_names}
+        pattern = _names_pattern(frozenset(said) | frozenset(self._other_names))
+        if pattern is None:
+            return text
         own = table.lower()
-        return self._table_names.sub(lambda m: m.group(0) if m.group(1).lower() == own else " ", text)
+        return pattern.sub(lambda m: m.group(0) if m.group(1).lower() == own else " ", text)
 
     def _by_hierarchy(self) -> set[str]:
         """The tables whose codes questions name by a broader one (``by_hierarchy``)."""
@@ -737,6 +747,19 @@ class _ValueColumn:
         said[(np.bincount(inverse, weights=long) == 0) & (said < _WHOLE)] = 0.0
         best = float(said.max())
         return 1.0 if best >= _WHOLE else best
+
+
+_WORD_RUN = re.compile(r"\w+")
+
+
+@lru_cache(maxsize=4096)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    """The table names ``names`` as they may stand in a text (a column after one: 'admissions.hadm_id'),
+    the longest first; None for no names."""
+    if not names:
+        return None
+    ordered = sorted(names, key=lambda n: (-len(n), n))
+    return re.compile(r"\b(" + "|".join(re.escape(n) for n in ordered) + r")(?:\.\w+)?\b", re.IGNORECASE)
 
 
 def spelled_out(name: str) -> set[str]:
