@@ -144,6 +144,21 @@ def test_a_value_stored_in_many_tables_is_listed_first_where_the_question_names_
         assert [v.table for v in other.values[:2]] == ["ord_med_03", "ord_med_09"]
 
 
+def test_a_table_whose_name_runs_its_words_together_is_named_by_them_too(ehr) -> None:
+    # 'hemoglobin' is both a lab test (d_labitems) and a chart item (d_items); a question about a lab
+    # test reads 'lab' in d_labitems, whose words run together, and lists the lab test first
+    for question in ("Count the number of times that patient 10039831 had received a hemoglobin lab test.",
+                     "What is the count of times that patient 10038999 had received a lipase lab test?"):
+        term = next(t for t in link_question(ehr, question).terms if t.text in ("hemoglobin", "lipase"))
+        first, second = term.values[:2]
+        assert (first.table, first.value) == ("d_labitems", term.text), term.values
+        assert (second.table, second.value) == ("d_items", term.text), term.values
+    # without a word of either table, the alphabet decides, as before
+    term = next(t for t in link_question(ehr, "When was patient 10039831's hemoglobin last measured?").terms
+                if t.text == "hemoglobin")
+    assert [v.table for v in term.values[:2]] == ["d_items", "d_labitems"], term.values
+
+
 def test_a_column_of_more_values_than_the_bound_is_skipped_and_named(tmp_path: Path) -> None:
     from ehr_magic.db.build import building, write_metadata
 

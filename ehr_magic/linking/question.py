@@ -46,6 +46,7 @@ from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.linking.clinical_vocabulary import clinical_vocabulary, written_as_shorthand
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
 from ehr_magic.linking.lookup import Vocabulary
+from ehr_magic.linking.names import words as name_words
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 from ehr_magic.safety.tables import Tables
 from ehr_magic.text import FUNCTION_WORDS, NUMBER_WORDS, stem
@@ -262,10 +263,12 @@ class VocabularyDatabase(Tables, Protocol):
 
 
 @functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=4096)
 def _table_stems(table: str) -> frozenset[str]:
-    """The stems of a table's name words, warehouse abbreviations spelled out (``LAB_RSLT`` ->
-    lab, result), to tell which of the tables storing a value the question speaks of."""
-    words = [w.lower() for w in _NAME_WORD.findall(_CAMEL.sub(" ", table))]
+    """The stems of a table's name words, words run together cut apart (``d_labitems`` -> lab,
+    items) and warehouse abbreviations spelled out (``LAB_RSLT`` -> lab, result), to tell which of
+    the tables storing a value the question speaks of."""
+    words = [w for w in name_words(table) if w.isalpha()]
     spelled = [part for word in words for part in (word, *warehouse_abbreviations().words(word))]
     return frozenset(stem(word) for word in spelled if word not in FUNCTION_WORDS)
 
