@@ -212,3 +212,14 @@ def test_a_same_day_question_asked_first_is_answered(fake_llm, ehrsql_db) -> Non
         answer = Session(ehr).ask("How many patients had heparin and nitroglycerin on the same day?")
     assert answer.status == "answered" and answer.source == "agent" and isinstance(answer.answer, int)
     assert "heparin and nitroglycerin on the same day" in fake_llm.chat_requests()[0].last_user_message
+
+
+def test_a_session_with_no_database_says_to_connect_one_and_remembers_nothing() -> None:
+    from ehr_magic.errors import DatabaseError
+    from ehr_magic.session.core import Session
+
+    session = Session()
+    for use in (session.knowledge_view, session.code_names, session.edit_knowledge, session.tools):
+        with pytest.raises(DatabaseError, match=r"^No database is open: connect one first \(%ehr connect PATH"):
+            use()
+    assert session.cells.remember("How many patients are there?", "answer = 1") is None

@@ -255,7 +255,7 @@ class EhrMagics(Magics, Configurable):
     def _cmd_memory(self, args: list[str]) -> None:
         s = self._ready()
         action = args[0] if args else "list"
-        schema = s.ehr.schema
+        schema = s.database.schema
         if action == "list":
             entries = s.memory.list(schema=schema, limit=50)
             for e in entries:
@@ -331,8 +331,8 @@ class EhrMagics(Magics, Configurable):
                 "inputs": ", ".join(f"{k} (default {v!r})" for k, v in params.items()) or "none",
                 "output": "the value the accepted cell computed (`answer`)",
                 "interpretation": "as in the accepted cell", "source": "accepted cell: " + question}
-        saved = user.save_skill(name, code, card=card, params=params, tests=tests, schema=session.ehr.schema,
-                                verify_with=session.ehr)
+        saved = user.save_skill(name, code, card=card, params=params, tests=tests, schema=session.database.schema,
+                                verify_with=session.database)
         print(f"Saved user skill {saved.name} v{saved.version}: skills.{saved.name}(ehr"
               + "".join(f", {k}=..." for k in params) + ")")
 
@@ -375,7 +375,7 @@ class EhrMagics(Magics, Configurable):
         from ehr_magic import skills
 
         self.ipython.user_ns["ehr"] = self.session.ehr
-        self.ipython.user_ns.update(skills.namespace(self.session.ehr))
+        self.ipython.user_ns.update(skills.namespace(self.session.database))
 
     def _settings_changed(self, change: Any = None) -> None:
         if change is not None and change["name"] == "memory" and self.session.memory is not None:

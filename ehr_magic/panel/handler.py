@@ -213,7 +213,7 @@ class PanelHandler:
         text = p.text_param(request.params, "text", required=False, allow_empty=True)
         limit = p.int_param(request.params, "limit", default=SEARCH_LIMIT, low=1, high=500)
         session = self._ready()
-        schema = session.ehr.schema
+        schema = session.database.schema
         if text:
             entries = session.memory.search(text, k=limit, schema=schema, origins=["accepted"])
         else:

@@ -106,7 +106,9 @@ class Connected(Protocol):
     """What the cells need from their session, read when a cell is accepted or rejected:
     the database and the memory store of that moment (either may change after an offer)."""
 
-    ehr: Database | None
+    @property
+    def ehr(self) -> Database | None: ...
+
     memory: Any
 
 

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ehr_magic import skills
+from ehr_magic.errors import DatabaseError
 from ehr_magic.agent import AgentSettings, Event
 from ehr_magic.agent.turns import DEFAULT_HISTORY_TOKENS, found_text
 from ehr_magic.runtime.executor import code_namespace
@@ -63,7 +64,7 @@ class Session:
         # The class, not the Database face: the session closes and reopens it and drafts its knowledge.
         # Held as Any, not EHR | None: None until ``connect``, and the strategies, the magic and the panel
         # read it only once a database is open, which mypy cannot follow.
-        self.ehr: Any = ehr
+        self.ehr: EHR | None = ehr
         self.memory = memory
         self.llm_overrides = dict(llm_overrides or {})  # e.g. %config EhrMagics.model
         self.settings = settings or AgentSettings()
@@ -109,6 +110,14 @@ class Session:
         self.description = "\n".join([f"ehr = {what or ehr.dataset}: {len(ehr.tables())} tables, schema {ehr.schema}, "
                                        f"{ehr.clock_text}", *ehr.connect_notes()])
         return self.description
+
+    @property
+    def database(self) -> EHR:
+        """The open database; a ``DatabaseError`` that says what to do when none is open."""
+        if self.ehr is None:
+            raise DatabaseError("No database is open: connect one first (%ehr connect PATH in a notebook, "
+                                "--db PATH in a shell).")
+        return self.ehr
 
     def use_memory(self, path: str | None) -> None:
         """Use the memory store at ``path`` (default: ``EHR_MAGIC_MEMORY`` or the user data folder)."""
@@ -211,18 +220,18 @@ class Session:
 
     def code_names(self) -> set[str]:
         """The names every cell's code finds without defining them (``ehr``, ``pl``, ``skills``...)."""
-        return set(code_namespace(self.ehr)[0]) | set(self.tools())
+        return set(code_namespace(self.database)[0]) | set(self.tools())
 
     def tools(self) -> dict[str, Any]:
         """Names generated and remembered code may use besides ``ehr``: the clinical ``skills``."""
-        return skills.namespace(self.ehr)
+        return skills.namespace(self.database)
 
     def reuser(self) -> Reuser:
         """The reuse engine over this session's memory (built on first use)."""
         if self._reuser is None:
             from ehr_magic.reuse import Reuser
 
-            self._reuser = Reuser.from_store(self.ehr, self.memory, timeout=self.settings.timeout)
+            self._reuser = Reuser.from_store(self.database, self.memory, timeout=self.settings.timeout)
         return self._reuser
 
     # -- knowledge ---------------------------------------------------------------------
@@ -232,7 +241,7 @@ class Session:
         drafted or confirmed (``ehr_magic.knowledge.view.KnowledgeView``)."""
         from ehr_magic.knowledge.view import knowledge_view
 
-        return knowledge_view(self.ehr)
+        return knowledge_view(self.database)
 
     def edit_knowledge(self, path: str | None = None, folder: str = ".") -> EditFile:
         """Write the knowledge to a file to edit (default ``<schema>.knowledge.yaml`` in
@@ -240,8 +249,9 @@ class Session:
         from ehr_magic.db.knowledge_io import knowledge_or_template
         from ehr_magic.knowledge import store as knowledge_store
 
-        return knowledge_store.write_for_edit(self.ehr, path or knowledge_store.default_edit_path(self.ehr, folder),
-                                              knowledge_or_template(self.ehr))
+        ehr = self.database
+        return knowledge_store.write_for_edit(ehr, path or knowledge_store.default_edit_path(ehr, folder),
+                                              knowledge_or_template(ehr))
 
     def import_knowledge(self, path: str | None = None) -> str:
         """Check the knowledge file ``path`` (default: the file ``edit_knowledge`` writes) against
@@ -252,9 +262,10 @@ class Session:
         from ehr_magic.db.knowledge_io import store_prepared
         from ehr_magic.knowledge import store as knowledge_store
 
-        prepared = knowledge_store.prepare_import(self.ehr, path or knowledge_store.default_edit_path(self.ehr))
-        target, attachment = self.ehr.path, getattr(self.ehr, "attachment", None)
-        self.ehr.close()  # DuckDB lets one process open a file read-only or writable, not both
+        ehr = self.database
+        prepared = knowledge_store.prepare_import(ehr, path or knowledge_store.default_edit_path(ehr))
+        target, attachment = ehr.path, getattr(ehr, "attachment", None)
+        ehr.close()  # DuckDB lets one process open a file read-only or writable, not both
         try:
             store_prepared(target, prepared, attachment)
         finally:

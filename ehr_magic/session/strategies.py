@@ -68,7 +68,7 @@ def accepted_entry(session: Session, question: str) -> Any:
     if session.memory is None:
         return None
     wanted = normalise(question)
-    for entry in session.memory.search(question, k=5, schema=session.ehr.schema, origins=["accepted", "imported"]):
+    for entry in session.memory.search(question, k=5, schema=session.database.schema, origins=["accepted", "imported"]):
         if normalise(entry.question) == wanted:
             return entry
     return None
@@ -85,8 +85,8 @@ class ExactReuse:
         if entry is None:
             return None
         # a cell may use notebook variables
-        namespace, shared = code_namespace(session.ehr, context.variables, session.tools())
-        execution = Executor(session.ehr, timeout=session.settings.timeout).run(entry.code, namespace)
+        namespace, shared = code_namespace(session.database, context.variables, session.tools())
+        execution = Executor(session.database, timeout=session.settings.timeout).run(entry.code, namespace)
         if not execution.ok or not execution.has_answer or is_empty_answer(execution.answer):
             return None  # the stored code no longer works here: generate anew
         session.memory.mark_used([entry.id])
@@ -145,7 +145,7 @@ class AgentAnswer:
         examples: ExampleSource | None = memory_examples(session.memory)
         if context.follow_up and examples is not None:  # "now only the women" retrieves like the question it follows
             examples = _AlongWith(examples, session.conversation.turns[-1].standalone)
-        agent = Agent(session.ehr, llm, examples=examples, settings=context.settings, tools=session.tools(),
+        agent = Agent(session.database, llm, examples=examples, settings=context.settings, tools=session.tools(),
                       skill_cards=skills.prompt_section)
         result = agent.run(question, on_event=context.on_event, conversation_context=conversation)
         standalone = result.standalone_question if not conversation.empty and result.standalone_question else question
@@ -156,7 +156,7 @@ class AgentAnswer:
                         notes=[d.note for d in described if d.note])
         if session.store_auto and result.status == "answered" and session.memory is not None:
             answer.entry_id = session.memory.add(standalone, result.code, knowledge=result.knowledge, origin="auto",
-                                                 schema=session.ehr.schema, dataset=session.ehr.dataset,
+                                                 schema=session.database.schema, dataset=session.database.dataset,
                                                  answer_preview=preview(result.answer, 500), model=result.model)
         return answer
 
