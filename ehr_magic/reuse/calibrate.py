@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ehr_magic import files
 from ehr_magic.reuse.match import DEFAULT_MARGIN, DEFAULT_THRESHOLD
-from ehr_magic.reuse.values import ValueDatabase
+from ehr_magic.knowledge.handle import Database
 
 if TYPE_CHECKING:
     from ehr_magic.memory import MemoryStore
@@ -139,7 +139,7 @@ def choose(observations: Sequence[Observation], *, target: float = TARGET_PRECIS
     return best
 
 
-def observe(ehr: ValueDatabase, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, timeout: float = 10.0,
+def observe(ehr: Database, cells: Sequence[Cell], *, folds: int = 5, seed: int = 0, timeout: float = 10.0,
             progress: Callable[[int, int], None] | None = None) -> list[Observation]:
     """Cross-validated reuse answers over ``cells``, each judged against its own code's answer."""
     from ehr_magic import skills
@@ -171,7 +171,7 @@ def observe(ehr: ValueDatabase, cells: Sequence[Cell], *, folds: int = 5, seed: 
     return observations
 
 
-def _folds(ehr: ValueDatabase, cells: Sequence[Cell], folds: int, seed: int) -> list[list[Cell]]:
+def _folds(ehr: Database, cells: Sequence[Cell], folds: int, seed: int) -> list[list[Cell]]:
     """Folds that keep every wording together: cells whose questions read the same once their
     values are taken out (``Template.tokens``) fall in one fold. A held-out question then never
     finds its own wording with other values in memory, as a new analyst's phrasing would not;
@@ -193,7 +193,7 @@ def _folds(ehr: ValueDatabase, cells: Sequence[Cell], folds: int, seed: int) -> 
     return groups
 
 
-def calibrate(ehr: ValueDatabase, cells: Sequence[Cell], **options: Any) -> Calibration:
+def calibrate(ehr: Database, cells: Sequence[Cell], **options: Any) -> Calibration:
     """``choose(observe(...))``: thresholds for a memory of ``cells``."""
     choose_options = {k: options.pop(k) for k in ("target", "z", "min_answered") if k in options}
     return choose(observe(ehr, cells, **options), **choose_options)

@@ -46,7 +46,8 @@ from ehr_magic.reuse.evidence import SchemaEvidence, WordCodeEvidence, content_n
 from ehr_magic.reuse.lexicon import contradicts, operators
 from ehr_magic.reuse.literals import code_literals
 from ehr_magic.reuse.template import Template, analyse, inconsistent_links, residual_tokens
-from ehr_magic.reuse.values import Detected, Value, ValueDatabase, ValueDetector, tokenize
+from ehr_magic.knowledge.handle import Database
+from ehr_magic.reuse.values import Detected, Value, ValueDetector, tokenize
 from ehr_magic.text import normalise, stem
 
 DEFAULT_THRESHOLD = 0.40
@@ -110,7 +111,7 @@ class _Query:
 class ReuseIndex:
     """Analysed memory entries of one database, searchable by question."""
 
-    def __init__(self, ehr: ValueDatabase, *, detector: ValueDetector | None = None,
+    def __init__(self, ehr: Database, *, detector: ValueDetector | None = None,
                  threshold: float = DEFAULT_THRESHOLD, margin: float = DEFAULT_MARGIN,
                  check_operators: bool = True, check_unused_values: bool = True,
                  check_evidence: bool = True, check_schema_words: bool = True, check_attributes: bool = True,

@@ -32,7 +32,8 @@ from ehr_magic.reuse.lexicon import operator_role_moved
 from ehr_magic.reuse.match import Candidate, MatchResult, ReuseIndex
 from ehr_magic.reuse.template import Template
 from ehr_magic.reuse.unanswerable import unanswerable_reason, unknown_words
-from ehr_magic.reuse.values import Value, ValueDatabase
+from ehr_magic.knowledge.handle import Database
+from ehr_magic.reuse.values import Value
 
 if TYPE_CHECKING:
     from ehr_magic.memory import MemoryStore
@@ -92,7 +93,7 @@ class Reuser:
     seed, imported) are reused.
     """
 
-    def __init__(self, ehr: ValueDatabase, *, index: ReuseIndex | None = None, timeout: float = 30.0,
+    def __init__(self, ehr: Database, *, index: ReuseIndex | None = None, timeout: float = 30.0,
                  **index_options: Any) -> None:
         self.ehr = ehr
         self.index = index if index is not None else ReuseIndex(ehr, **index_options)  # an empty index is falsy
@@ -108,7 +109,7 @@ class Reuser:
         self._explicit = index is not None or "threshold" in index_options or "margin" in index_options
 
     @classmethod
-    def from_store(cls, ehr: ValueDatabase, store: MemoryStore, *, schema: str | None = None,
+    def from_store(cls, ehr: Database, store: MemoryStore, *, schema: str | None = None,
                    origins: Iterable[str] = TRUSTED, **options: Any) -> Reuser:
         """A reuser over ``store``'s entries of ``schema`` (default: the database's schema)."""
         reuser = cls(ehr, **options)

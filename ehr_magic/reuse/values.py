@@ -27,14 +27,12 @@ import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ehr_magic.engines import QUERY_FAILURES
 from ehr_magic.errors import EhrMagicError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.handle import Database
 from ehr_magic.linking.large_vocabulary import LargeVocabulary
-from ehr_magic.linking.lookup import Vocabulary
 from ehr_magic.reuse.lexicon import OPERATORS
 from ehr_magic.reuse.timeexpr import TimeValue, find_times, number_value, window
 from ehr_magic.text import WORD, normalise, normalise_all
@@ -49,13 +47,6 @@ _AGGREGATE_RENDERINGS = {"max": {"sql": "MAX", "python": "max"}, "min": {"sql": 
                          "avg": {"sql": "AVG", "python": "mean"}, "sum": {"sql": "SUM", "python": "sum"}}
 MAX_VOCABULARY_VALUES = 500_000  # distinct values indexed per column at most
 MAX_NGRAM = 40  # longest value (in words) looked for in a question
-
-
-class ValueDatabase(Database, Protocol):
-    """A database whose text columns value linking indexes (``ehr_magic.db.EHR`` is one):
-    reuse's exact value lookup reads those indexes rather than the columns."""
-
-    def vocabulary(self, table: str, column: str) -> Vocabulary | LargeVocabulary: ...
 
 
 @dataclass(frozen=True)
@@ -147,7 +138,7 @@ class VocabularyIndex:
     triples storing it. Thread-safe; columns load lazily.
     """
 
-    def __init__(self, ehr: ValueDatabase) -> None:
+    def __init__(self, ehr: Database) -> None:
         self.ehr = ehr
         self._by_text: dict[str, list[tuple[str, str, str]]] = {}
         self._columns: set[tuple[str, str]] = set()
@@ -234,7 +225,7 @@ class ValueDetector:
     does not hold can be reported. Both are learned from memory by the reuse index.
     """
 
-    def __init__(self, ehr: ValueDatabase, vocabulary: VocabularyIndex | None = None) -> None:
+    def __init__(self, ehr: Database, vocabulary: VocabularyIndex | None = None) -> None:
         self.ehr = ehr
         self.clock = ehr.clock
         self.vocabulary = vocabulary or VocabularyIndex(ehr)
