@@ -77,7 +77,7 @@ def _system_prompt_for(source: _Unkeyed, path: Any, schema: str, now: Any, full_
         conventions = "\n".join(f"- {c}" for c in knowledge.conventions
                                 if all_conventions or not table_choice.convention_tables(tables, c))
     else:
-        introduction = f"A database of schema {ehr.schema} ({ehr.dataset})."
+        introduction = prompts.phrase("introduction_plain", schema=ehr.schema, dataset=ehr.dataset)
         conventions = ""
     return prompts.render("system", introduction=introduction, conventions=conventions,
                           table_index=table_index(ehr, full=full_index, columns=columns, listed=listed),
@@ -103,31 +103,26 @@ def table_index(ehr: Database, *, full: bool = False, columns: bool = True, list
     shared = table_choice.shared_columns(ehr)
     if listed is not None and listed < len(ehr.tables()):
         names = index_order(ehr)[:listed]
-        lines = [(LISTED if names else NONE_LISTED).format(listed=len(names), total=len(ehr.tables()),
-                                                          names=", ".join(names))]
+        # the index of a warehouse whose table names alone would crowd the model's window out
+        lines = [prompts.phrase("index_listed" if names else "index_unlisted", listed=len(names),
+                                total=len(ehr.tables()), names=", ".join(names))]
         lines += [_every_table_has(ehr, shared)] if shared else []
     elif full or columns:
         lines = [_every_table_has(ehr, shared)] if shared else []
         for t in ehr.tables():
             own = index_columns(ehr, t, shared)
             if full and knowledge is not None and t in knowledge.tables:
-                lines.append(f"{knowledge.tables[t].summary()} Columns: {own or 'those every table has'}.")
+                summary = knowledge.tables[t].summary()
+                lines.append(prompts.phrase("index_described", summary=summary, columns=own) if own
+                             else prompts.phrase("index_described_shared", summary=summary))
             else:
                 lines.append(f"{t}: {own}" if own else t)
     else:
         lines = [", ".join(ehr.tables())] + ([_every_table_has(ehr, shared)] if shared else [])
     absent = knowledge.absent if knowledge is not None else ()
     if absent:
-        lines.append(f"Not in this database (questions that need them cannot be answered): {', '.join(absent)}.")
+        lines.append(prompts.phrase("index_absent", tables=", ".join(absent)))
     return "\n".join(lines)
-
-
-# the index of a warehouse whose table names alone would crowd the model's window out
-LISTED = ("{listed} of the {total} tables, those most joined to first: {names}. The others are not listed here: "
-          "ehr.tables() names them all, ehr.describe(table) gives one's columns, and those a question seems to "
-          "need come with it.")
-NONE_LISTED = ("The {total} tables are not listed here: ehr.tables() names them all, ehr.describe(table) gives one's "
-               "columns, and those a question seems to need come with it.")
 
 
 def index_order(ehr: Database) -> list[str]:
@@ -149,7 +144,7 @@ def _every_table_has(ehr: Database, shared: Collection[str]) -> str:
     meanings = said_meanings(ehr)
     named = [f"{name} ({meanings[name].rstrip('.')})" if name in meanings else name
              for name in index_columns(ehr, ehr.tables()[0], only=shared).split(", ")]
-    return f"Every table has {', '.join(named)}."
+    return prompts.phrase("index_shared", columns=", ".join(named))
 
 
 def said_meanings(ehr: Database) -> dict[str, str]:
@@ -193,9 +188,8 @@ def table_details(ehr: Database, tables: Sequence[str], brief: Sequence[str] = (
             lines += [_plain_tables(ehr, unnamed, types=False)]
         elif unnamed:
             lines += [f"- {t}" for t in unnamed]
-        heading = ("Maybe needed too (meanings from ehr.describe(table)):" if brief_columns
-                   else "Maybe needed too (columns in the index, meanings from ehr.describe(table)):")
-        text += ("\n\n" if text else "") + heading + "\n" + "\n".join(line for line in lines if line)
+        text += ("\n\n" if text else "") + prompts.phrase("tables_brief" if brief_columns else "tables_brief_indexed",
+                                                          tables="\n".join(line for line in lines if line))
     return text
 
 
@@ -222,13 +216,14 @@ def linked_values(linking: Linking | None) -> str:
         lines.append(f'- "{term.text}"' + (f" ({term.meaning})" if term.meaning else "") + ":")
         lines += [f"  {v.table}.{v.column} = {sql_text(v.value)}{_rows(v)}" for v in term.values]
         if term.more and term.more_elsewhere:  # one column's lookup would not show them all
-            lines.append(f"  and {term.more} more, in other columns too: ehr.find({term.text!r})")
+            lines.append("  " + prompts.phrase("values_more_elsewhere", more=term.more, term=repr(term.text)))
         elif term.more:
             best = term.values[0]
-            lines.append(f"  and {term.more} more: ehr.lookup({best.table!r}, {best.column!r}, {term.text!r}, "
-                         f"k={len(term.values) + term.more})")
+            lines.append("  " + prompts.phrase("values_more", more=term.more, table=repr(best.table),
+                                               column=repr(best.column), term=repr(term.text),
+                                               k=len(term.values) + term.more))
     for table, column, count in linking.skipped:
-        lines.append(f"- not searched, too many values ({count:,}): {table}.{column}; use ehr.lookup on it")
+        lines.append("- " + prompts.phrase("values_skipped", count=f"{count:,}", table=table, column=column))
     return prompts.render("values", terms="\n".join(lines)) + "\n"
 
 
@@ -247,23 +242,23 @@ def _rows(value: StoredValue) -> str:
         shown = f"{column} {', '.join(texts)}"
     else:
         shown = "; ".join(", ".join(cell(c, t) for c, t in row) for row in value.rows)
-    more = f"; {value.more_rows} more rows" if value.more_rows else ""
+    more = "; " + prompts.phrase("values_more_rows", count=value.more_rows) if value.more_rows else ""
     return f" ({shown}{more})"
 
 
 def question_message(question: str, examples: list[Example], knowledge: str, skills: str = "",
                      tables: str = "", values: str = "", conventions: str = "") -> str:
     # say only what is true: with no table matched, the model chooses from the index itself
-    tables_block = f"Tables for this question:\n{tables.strip()}\n\n" if tables.strip() else (
-        "No table was matched to this question: choose from the table index, and look at a table with "
-        "ehr.describe(table) before you rely on its columns.\n\n")
+    tables_block = (prompts.phrase("tables", tables=tables.strip()) if tables.strip()
+                    else prompts.phrase("tables_unmatched")) + "\n\n"
     if conventions.strip():
-        tables_block += f"Conventions of the dataset for these tables:\n{conventions.strip()}\n\n"
+        tables_block += prompts.phrase("question_conventions", conventions=conventions.strip()) + "\n\n"
     shown = "".join(prompts.render("example", question=e.question, knowledge=e.knowledge.strip() or "-",
                                    code=e.code.strip()) for e in examples)
     if shown:
-        shown = "Solved examples from this database:\n\n" + shown + "Now the new question.\n"
-    knowledge_block = f"\nKnowledge for this question:\n{knowledge.strip()}\n" if knowledge.strip() else ""
+        shown = prompts.phrase("examples", examples=shown) + "\n"
+    knowledge_block = "\n" + prompts.phrase("question_knowledge", knowledge=knowledge.strip()) + "\n" \
+        if knowledge.strip() else ""
     skills_block = f"{skills.strip()}\n" if skills.strip() else ""
     values_block = f"\n{values.strip()}\n" if values.strip() else ""
     return prompts.render("question", tables=tables_block, examples=shown, skills=skills_block,
@@ -277,13 +272,13 @@ def numbered(code: str) -> str:
 def trace_text(error: ErrorInfo | None, soft_failure: str, stdout: str) -> str:
     """What went wrong, for the feedback message and the debugger."""
     if error is not None:
-        where = f" at line {error.line}: `{error.line_text}`" if error.line else ""
-        call = f" (raised inside {error.call})" if error.call else ""
-        text = f"The code failed with {error.type}{where}{call}:\n{error.message}"
+        where = " " + prompts.phrase("trace_line", line=error.line, text=error.line_text) if error.line else ""
+        call = " " + prompts.phrase("trace_call", call=error.call) if error.call else ""
+        text = prompts.phrase("trace_error", type=error.type, line=where, call=call, message=error.message)
     else:
-        text = f"The code ran without an error, but {soft_failure}."
+        text = prompts.phrase("trace_soft", failure=soft_failure)
     if stdout.strip():
-        text += f"\nPrinted output:\n{stdout.strip()}"
+        text += "\n" + prompts.phrase("printed", output=stdout.strip())
     return text
 
 

@@ -50,14 +50,10 @@ RunMode = Literal["auto", "review", "review-if-flagged"]
 
 _CUT_OFF = ("The model's reply was cut off at its token limit before any code was complete: raise the server's "
             "limit on reply tokens (or the model's context window) and ask again.")
-_METADATA = ("`answer` holds only names of columns or tables, not data: the question asks about the data, so "
-             "compute `answer` from the rows of the tables")
 _DEBUG_TABLES = 8  # columns of at most this many tables go to the debugger
 _WHOLE_TERM = 95  # linking score of a term that names a stored value whole
 _UNIT_SHARE = 0.5  # of a term's sureness, for a unit of measure: it names a measurement, seldom its table
 _SPREAD = 2.0  # tables a unit may be stored in before it says less still
-_NOT_FROM_DATA = ("`answer` was typed in, not computed from the data: the code never uses `ehr`; read the "
-                  "database with ehr.sql or ehr.table and compute `answer` from what it returns")
 
 
 @dataclass
@@ -188,7 +184,7 @@ class Agent:
             emit(kind="phase", phase="knowledge")
             full = run.prompt.layout.tables
             tables = context.table_details(self.ehr, run.prompt.tables[:full], run.prompt.tables[full:])
-            ask = (f"Tables for this question:\n{tables}\n\n" if tables else "") + \
+            ask = (prompts.phrase("tables", tables=tables) + "\n\n" if tables else "") + \
                 prompts.render("knowledge", question=question)
             result.knowledge = self._call(result, "knowledge", [run.messages[0], _user(ask)]).text.strip()
             run.first = run.prompt.render(run.prompt.layout, result.knowledge)
@@ -314,9 +310,7 @@ class Agent:
             if shown and looks_left > 0:
                 step.observation = self._shown(execution, step, "full")
                 return False
-            step.soft_failure = "the code did not set `answer`" + (
-                " (it only looked, and the look-ups allowed for one question are used up: answer with what they "
-                "showed)" if shown else "")
+            step.soft_failure = prompts.phrase("soft_unset_looked" if shown else "soft_unset")
             return False
         # names of columns or tables answer no question about the data: a look-up, unless the model
         # keeps it (the same code again) or has no look-ups left
@@ -324,7 +318,7 @@ class Agent:
             step.observation = self._shown(execution, step, "full")
             return False
         from_data = reads_data(step.code, {"ehr", *self.tools, *shared})
-        step.soft_failure = is_empty_answer(execution.answer) or ("" if from_data else _NOT_FROM_DATA)
+        step.soft_failure = is_empty_answer(execution.answer) or ("" if from_data else prompts.phrase("soft_typed_in"))
         if from_data and (nothing_found(execution.answer) or is_zero(execution.answer)):
             # A sound query that finds nothing has answered: "none found", and what it searched for.
             # Unsound (it compares a column with a text stored nowhere in it): the hints say why, and
@@ -345,11 +339,11 @@ class Agent:
         if execution.stdout.strip():
             stdout = execution.stdout if level == "full" else \
                 privacy.mask_stdout(execution.stdout, level, self.ehr, step.code)
-            parts.append(f"Printed output:\n{stdout.strip()}")
-        if execution.has_answer:
-            parts.append(f"`answer` = {self._value(execution.answer, level, step.code)}\n{_METADATA}.")
+            parts.append(prompts.phrase("printed", output=stdout.strip()))
+        if execution.has_answer:  # names of columns or tables only (``_judge``)
+            parts.append(prompts.phrase("shown_answer", value=self._value(execution.answer, level, step.code)))
         elif execution.last_value is not None:
-            parts.append(f"Value of the last line:\n{self._value(execution.last_value, level, step.code)}")
+            parts.append(prompts.phrase("shown_last_value", value=self._value(execution.last_value, level, step.code)))
         return "\n".join(parts)
 
     def _value(self, value: Any, level: str, code: str) -> str:
@@ -375,11 +369,10 @@ class Agent:
             earlier = "\n".join(t.code for t in conversation_context.turns) if conversation_context else ""
             step.debugger_note = self._debug(result, _debugged_question(question, result, conversation_context),
                                              step.code, trace, step.hints, earlier_code=earlier)
-        step.feedback = prompts.render(
-            "feedback", outcome=trace,
-            hints=("\nValues in the code that match nothing stored:\n" + "\n".join(f"- {h}" for h in step.hints)
-                   + "\n") if step.hints else "",
-            debugger=f"\nDebugger's note: {step.debugger_note}\n" if step.debugger_note else "")
+        unmatched = "\n" + prompts.phrase("feedback_hints", hints="\n".join(f"- {h}" for h in step.hints)) + "\n" \
+            if step.hints else ""
+        note = "\n" + prompts.phrase("feedback_debugger", note=step.debugger_note) + "\n" if step.debugger_note else ""
+        step.feedback = prompts.render("feedback", outcome=trace, hints=unmatched, debugger=note)
 
     def prompt(self, question: str, conversation_context: ConversationContext | None = None, *,
                window: ContextWindow | None = None) -> Prompt:
@@ -465,7 +458,7 @@ class Agent:
         columns = "\n".join(f"{t}: {', '.join(self.ehr.columns(t))}" for t in tables)
         body = prompts.render("debugger", question=question, numbered_code=context.numbered(code),
                               trace=trace + ("\n" + "\n".join(hints) if hints else "") +
-                              (f"\n\nColumns of the tables:\n{columns}" if columns else ""))
+                              ("\n\n" + prompts.phrase("debugger_columns", columns=columns) if columns else ""))
         messages = [{"role": "system", "content": prompts.render("debugger_system")}, _user(body)]
         return self._call(result, "debug", messages).text.strip()
 
@@ -533,25 +526,26 @@ def _debugged_question(question: str, result: AgentResult, conversation: Convers
     """The question as the debugger needs it: standalone. A follow-up's few words ("Only in August.")
     mean nothing alone, so the model's restatement, else the earlier questions, go with them."""
     if result.standalone_question and result.standalone_question != question:
-        return f"{result.standalone_question}\n(asked as a follow-up: {question})"
+        return prompts.phrase("debugger_followup", standalone=result.standalone_question, question=question)
     earlier = [turn.question for turn in conversation.turns] if conversation is not None else []
     if not earlier:
         return question
     # the question itself first: it is what the code must answer; its conversation follows
-    return "\n".join([question, "(the latest question of a conversation; the earlier ones were:)",
-                      *(f"- {q}" for q in earlier[-3:])])
+    return prompts.phrase("debugger_conversation", question=question, earlier="\n".join(f"- {q}" for q in earlier[-3:]))
 
 
 def _none_found(searched: str, *, zero: bool) -> str:
-    """What the analyst reads next to an empty (or zero) answer: that nothing was found, and where."""
-    found = "None found (the result is zero)" if zero else "None found"
-    return f"{found}: the code searched {searched}." if searched else f"{found}."
+    """What the analyst reads next to an empty (or zero) answer: that nothing was found, and where; the
+    model too, in the turns after it (``ehr_magic.session``)."""
+    qualifier = " " + prompts.phrase("result_zero") if zero else ""
+    return prompts.phrase("none_found_searched", zero=qualifier, searched=searched) if searched else \
+        prompts.phrase("none_found", zero=qualifier)
 
 
 def _looks_left(count: int) -> str:
     if count <= 0:
-        return "That was the last look-up for this question: your next code must set `answer`."
-    return f"You may look {count} more time{'s' if count != 1 else ''} before you answer."
+        return prompts.phrase("looks_last")
+    return prompts.phrase("looks_left", count=count, s="s" if count != 1 else "")
 
 
 def _user(content: str) -> dict[str, str]:

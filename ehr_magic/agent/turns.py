@@ -31,17 +31,18 @@ class TurnSummary:
 
     def text(self, number: int, *, with_code: bool = True, with_values: bool = True) -> str:
         """The turn; without its code, then with only its status and result shape, as room shrinks."""
+        turn = prompts.phrase("turn", number=number, question=self.question)
         if not with_values:
-            shape = f", {self.shape}" if self.shape else ""
-            return f"Turn {number}: {self.question}\nIts outcome: {self.status}{shape}"
-        lines = [f"Turn {number}: {self.question}"]
+            return turn + "\n" + (prompts.phrase("turn_outcome_shape", status=self.status, shape=self.shape)
+                                  if self.shape else prompts.phrase("turn_outcome", status=self.status))
+        lines = [turn]
         if with_code and self.code:
             lines.append(f"```python\n{self.code.strip()}\n```")
         if self.answer:
-            outcome = "Its answer" if self.status == "answered" else f"Its outcome ({self.status})"
-            lines.append(f"{outcome}: {self.answer}")
+            lines.append(prompts.phrase("turn_answer", answer=self.answer) if self.status == "answered"
+                         else prompts.phrase("turn_outcome_answer", status=self.status, answer=self.answer))
         elif self.status != "answered":
-            lines.append(f"Its outcome: {self.status}")
+            lines.append(prompts.phrase("turn_outcome", status=self.status))
         if self.found:  # so that a follow-up need not look again
             lines.append(self.found)
         return "\n".join(lines)
@@ -66,14 +67,12 @@ class ConversationContext:
         """The ``conversation`` template filled, the turns fitted into ``budget_tokens``."""
         variables = ""
         if self.variables:
-            variables = ("\nNotebook variables described to the model: " + ", ".join(self.variable_names) + "\n"
-                         + "\n".join(f"- {v}" for v in self.variables) + "\n")
+            variables = "\n" + prompts.phrase("conversation_variables", names=", ".join(self.variable_names),
+                                               variables="\n".join(f"- {v}" for v in self.variables)) + "\n"
         turns = fit_turns(self.turns, self.budget_tokens)
         # say only what is there: no "what came before" without turns, no variables without any listed
-        opening = ("This question continues a conversation with the analyst. Read it against what came before."
-                   if self.turns else "The analyst asks this question in a notebook.")
-        note = " It may use the notebook variables listed above by name: they exist where the code runs." \
-            if self.variables else ""
+        opening = prompts.phrase("conversation_opening" if self.turns else "notebook_opening")
+        note = " " + prompts.phrase("conversation_variables_note") if self.variables else ""
         return prompts.render("conversation", opening=opening, turns=turns, variables=variables, variables_note=note)
 
 
@@ -88,12 +87,12 @@ def found_text(linked: str, looks: list[tuple[str, str]]) -> str:
     parts = []
     lines = [line for line in linked.splitlines()[1:] if line.strip()]  # without the template's opening
     if lines:
-        parts.append("Stored values linked for it:\n" + "\n".join(lines))
+        parts.append(prompts.phrase("turn_linked", values="\n".join(lines)))
     for code, shown in looks:
         if shown.strip():
             output = shown.strip()
             output = output if len(output) <= _LOOK_CHARS else output[:_LOOK_CHARS] + " ..."
-            parts.append(f"Its look `{' '.join(code.split())[:200]}` showed:\n{output}")
+            parts.append(prompts.phrase("turn_look", code=" ".join(code.split())[:200], output=output))
     text = "\n".join(parts)
     return text if len(text) <= _FOUND_CHARS else text[:_FOUND_CHARS] + " ..."
 
@@ -117,8 +116,8 @@ def fit_turns(turns: tuple[TurnSummary, ...], budget_tokens: int) -> str:
     def text() -> str:
         body = "\n\n".join(turns[i].text(i + 1, with_code=with_code[i], with_values=with_values[i]) for i in kept)
         dropped = kept[0] if kept else count
-        head = f"({dropped} earlier turns left out)\n" if dropped else ""
-        return "\nEarlier in this conversation:\n" + head + body + "\n"
+        head = prompts.phrase("turns_dropped", count=dropped) + "\n" if dropped else ""
+        return "\n" + prompts.phrase("turns_earlier", dropped=head, turns=body) + "\n"
 
     def fits() -> bool:
         return estimate_tokens(text()) <= budget_tokens
