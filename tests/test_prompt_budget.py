@@ -376,3 +376,31 @@ def test_no_skills_for_questions_that_name_no_skill(question: str) -> None:
 def test_skills_for_a_question_that_names_one() -> None:
     section = skills.prompt_section("Which ICU stays met the Sepsis-3 criteria?", "mimic_iv")
     assert "skills.sepsis3" in section
+
+
+def test_a_question_gets_the_same_prompt_in_every_process(ehrsql_db: Path) -> None:
+    # Python salts its string hashes per process, so a set's order changes from one process to the
+    # next: the tables a question ties on must come out in the same order whatever the salt
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys, ehr_magic\n"
+        "from ehr_magic.agent import Agent\n"
+        "from ehr_magic.llm.window import ContextWindow\n"
+        "with ehr_magic.connect(sys.argv[1]) as ehr:\n"
+        "    agent = Agent(ehr, None)\n"
+        "    prompts = [agent.prompt(q, window=ContextWindow(8192, 'test')) for q in sys.argv[2:]]\n"
+        "print(json.dumps([[p.tables, p.messages] for p in prompts]))\n")
+    questions = ["How much is changed in patient 10021487's hyaline casts levels last measured on the current "
+                 "hospital visit compared to the first value measured on the current hospital visit?",
+                 "Is glucose in patient 10021487 last measured on the current hospital visit less than the second "
+                 "to last value measured on the current hospital visit?"]
+    seen = []
+    for seed in ("0", "2"):
+        done = subprocess.run([sys.executable, "-c", script, str(ehrsql_db), *questions], capture_output=True,
+                              text=True, check=True, timeout=300, env={**os.environ, "PYTHONHASHSEED": seed})
+        seen.append(json.loads(done.stdout))
+    assert seen[0] == seen[1]

@@ -444,13 +444,15 @@ class TablePicker:
         for table, document in self._documents.items():
             here = agreeing[table]
             # a word of the table's name or columns says what it holds; one of its prose alone ('taken',
-            # 'length of stay', 'cardiology'), only perhaps
-            scores[table] += sum(idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
+            # 'length of stay', 'cardiology'), only perhaps. Sums over sets are fsum: a plain sum's last
+            # bit follows the set's order, which the process's hash seed sets, and tied tables swapped
+            # places from one process to the next.
+            scores[table] += math.fsum(idf[w] * (1.0 if w in self._name_document[table] else _PROSE_SHARE)
                                  for w in here)
             # 'procedure' names the rows of procedure_occurrence; of a table with a procedure column, a detail
             own_name = self._name_words[table] - self._parent_words[table]
-            scores[table] += _TABLE_NAME_SHARE * sum(idf[w] for w in here & own_name)
-            scores[table] += sum(_PART_SHARE * self._part_idf(w) for w in said - document
+            scores[table] += _TABLE_NAME_SHARE * math.fsum(idf[w] for w in here & own_name)
+            scores[table] += math.fsum(_PART_SHARE * self._part_idf(w) for w in said - document
                                  if len(w) >= _MIN_PART and self._in_names(w, table))
             # the best word of a group only: 'cost' and 'charge' in one question count once
             scores[table] += _SYNONYM_SHARE * max((self._idf[w] for w in related & document), default=0.0)
