@@ -7,6 +7,7 @@ import importlib.resources
 import random
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -15,9 +16,14 @@ import pytest
 import ehr_magic
 from ehr_magic import sources
 from ehr_magic.knowledge.drafting import naming
+from ehr_magic.linking.question import link_question
 
 WARDS = ["ICU", "Ward 3B", "ER", "Cardiology"]
 TESTS = [("glucose", "mg/dL"), ("potassium", "mmol/L"), ("hemoglobin", "g/dL"), ("spo2", "%"), ("pulse", "bpm")]
+
+
+def write_csv(path: Path, header: str, lines: Iterable[str]) -> None:
+    path.write_text("\n".join([header, *lines]) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -182,10 +188,8 @@ def test_the_first_and_last_of_a_thing_are_not_a_persons_names(tmp_path: Path) -
         out.write("stay_id,first_unit,last_unit,first,last\n")
         for i in range(120):
             out.write(f"{i + 1},{UNITS[i % 5]},{UNITS[i % 4]},Name{rng.randint(0, 999)},Family{rng.randint(0, 999)}\n")
-    with open(folder / "moves.csv", "w") as out:
-        out.write("move_id,from_ward,to_ward\n")
-        for i in range(120):
-            out.write(f"{i + 1},ward {i % 5},ward {(i + 1) % 5}\n")
+    write_csv(folder / "moves.csv", "move_id,from_ward,to_ward",
+              (f"{i + 1},ward {i % 5},ward {(i + 1) % 5}" for i in range(120)))
     sources.load("csv", [folder], tmp_path / "stays.duckdb")
     with ehr_magic.connect(tmp_path / "stays.duckdb") as ehr:
         info = ehr.knowledge.tables["icu_stays"]
@@ -203,10 +207,57 @@ def test_the_first_and_last_of_a_thing_are_not_a_persons_names(tmp_path: Path) -
 
 def test_a_value_list_of_long_names_shows_the_commonest_few() -> None:
     from ehr_magic.knowledge.drafting.meaning import MIN_SHOWN, SHOWN_VALUES, shown_values
-    from ehr_magic.knowledge.drafting.profiling import Column
 
-    long_names = Column("ward", "VARCHAR", values=[(f"{name} {i}", 10 - i) for i, name in enumerate(UNITS * 2)])
+    long_names = [f"{name} {i}" for i, name in enumerate(UNITS * 2)]
     assert MIN_SHOWN <= len(shown_values(long_names)) < SHOWN_VALUES  # about 100 characters of names
     assert shown_values(long_names)[0] == "medical intensive care unit (micu) 0"  # the commonest first
-    short = Column("sex", "VARCHAR", values=[("m", 60), ("f", 40)])
-    assert shown_values(short) == ["m", "f"]
+    assert shown_values(["m", "f"]) == ["m", "f"]
+
+
+def test_a_code_column_shows_how_its_codes_are_written(tmp_path: Path) -> None:
+    """A column of codes too many to list shows a few, one of each leading word first (an event
+    stream's 'LAB//...', 'MEDICATION//...'); numbers are codes compared as numbers, and a yes/no
+    column named like a code is no code. A code column whose values carry names (a drug's, in an
+    event code) is looked up like names, and a question's drug is found in it."""
+    folder = tmp_path / "stream"
+    folder.mkdir()
+    drugs = ["Heparin", "Furosemide 40 mg", "Metoprolol Tartrate", "Insulin Glargine"]
+    with open(folder / "events.csv", "w") as out:
+        out.write("subject_id,time,code,value\n")
+        for i in range(3000):
+            if i % 3:
+                code, value = f"LAB//{50800 + i % 40}//mg/dL", str(i % 97)
+            elif (i // 3) % 2:
+                code, value = f"MEDICATION//{drugs[(i // 6) % 4]}//{['Administered', 'Not Given'][(i // 24) % 2]}", ""
+            else:
+                code, value = f"DIAGNOSIS//ICD//10//I{10 + i % 30}", ""
+            out.write(f"{100 + i % 25},2150-01-{1 + i % 28:02d} 08:00:00,{code},{value}\n")
+    write_csv(folder / "claims.csv", "claim_id,procedure_code,code_suffix",
+              (f"{i + 1},{99200 + i % 30},{['true', 'false'][i % 2]}" for i in range(200)))
+    sources.load("csv", [folder], tmp_path / "stream.duckdb")
+    with ehr_magic.connect(tmp_path / "stream.duckdb") as ehr:
+        events = ehr.knowledge.tables["events"]
+        code = events.columns["code"]
+        assert "(e.g. 'LAB//508" in code and ", 'MEDICATION//" in code and ", 'DIAGNOSIS//ICD//10//I" in code, code
+        assert "code" in events.vocabulary and "find them with ehr.lookup" in code
+        claims = ehr.knowledge.tables["claims"].columns
+        assert claims["procedure_code"].startswith("BIGINT, a code (30 distinct codes, e.g. 99200, "), claims
+        assert "stored text" not in claims["procedure_code"]  # an integer is compared as one
+        assert claims["code_suffix"] == "BOOLEAN."
+        linked = link_question(ehr, "How many patients were given heparin?")
+        assert [v.value for v in linked.values()][:1] == ["MEDICATION//Heparin//Administered"]
+
+
+def test_a_big_tables_distinct_values_counted_on_its_sample_say_there_may_be_more(tmp_path: Path) -> None:
+    from ehr_magic.knowledge.drafting.profiling import PROFILE_SAMPLE
+
+    path = tmp_path / "big.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"CREATE TABLE notes AS SELECT i AS note_id, 'term ' || (i % 3000) AS term, "
+                    f"'note ' || (i % 40000) AS note FROM range({2 * PROFILE_SAMPLE}) t(i)")
+    with ehr_magic.connect(path) as ehr:
+        columns = ehr.knowledge.tables["notes"].columns
+    # counted exactly on the sample: a lower bound; estimated (too many to count exactly): about, or more
+    assert columns["term"] == "VARCHAR, at least 3,000 distinct terms, find them with ehr.lookup.", columns["term"]
+    assert columns["note"].startswith("VARCHAR, about ") and columns["note"].endswith(" distinct values or more."), \
+        columns["note"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ehr_magic.knowledge.drafting import naming
 from ehr_magic.knowledge.drafting.joins import Join, sql_name
@@ -29,6 +29,7 @@ from ehr_magic.knowledge.drafting.profiling import VOCABULARY_MAX, Column, Table
 SHOWN_VALUES = 8  # values written into a column's description
 SHOWN_CHARACTERS = 100  # of those values' text, about
 MIN_SHOWN = 3  # values written however long they are
+NAMED_CODES = 0.9  # a code column with fewer code-shaped values than this share holds names too
 NAMED_REFERRERS = 4  # a table referred to by more is a hub: the tables are counted, not named
 REPEATED_VOCABULARY_MAX = 20_000  # distinct terms of a strongly repeated column still worth a lookup
 LINE_PARTS = 10  # columns named in a table's line
@@ -97,14 +98,22 @@ def lookup_columns(table: Table, dictionary: bool, joined: Iterable[str] = ()) -
     for column in table.columns.values():
         if not _label(column) or column.distinct < 2 or identifies(table, column, joined):
             continue
-        if dictionary and column.name not in table.unique and not column.code_like:
+        if dictionary and column.name not in table.unique and not codes_only(column):
             found.append(column.name)
             continue
         repeats = column.distinct * 2 <= column.non_null
         limit = REPEATED_VOCABULARY_MAX if column.distinct * 10 <= column.non_null else VOCABULARY_MAX
-        if repeats and column.distinct <= limit and column.avg_length <= 120 and not column.code_like:
+        if repeats and column.distinct <= limit and column.avg_length <= 120 and not codes_only(column):
             found.append(column.name)
     return found
+
+
+def codes_only(column: Column) -> bool:
+    """Whether a column named or shaped like a code holds codes only: one named so whose values
+    are mostly not code-shaped and have words holds names too (event codes that carry a drug's name,
+    'MEDICATION//Heparin Flush//Administered'), which are looked up like names; lists of codes
+    ('518.81, J96.00') are codes still."""
+    return column.code_like and not (column.text and column.codes < NAMED_CODES and column.worded >= NAMED_CODES)
 
 
 def lists_values(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool) -> bool:
@@ -125,13 +134,20 @@ def same_values(column: Column, listed: Iterable[Column]) -> Column | None:
                  and own <= {value for value, _ in other.values}), None)
 
 
-def shown_values(column: Column) -> list[str]:
-    """The values a column's description lists: the commonest, at most ``SHOWN_VALUES`` and about
-    ``SHOWN_CHARACTERS`` of text (long names cost tokens in every prompt; ehr.lookup finds the rest),
-    but at least ``MIN_SHOWN`` of them."""
+def _examples(column: Column) -> str:
+    """A code column's examples as its description writes them: text quoted, numbers as they are,
+    within the characters a value list gets."""
+    shown = shown_values(column.examples)
+    return ", ".join(quote_text(v) if column.text else v for v in shown)
+
+
+def shown_values(values: Sequence[str]) -> list[str]:
+    """The values a column's description lists, of ``values`` (commonest first): at most
+    ``SHOWN_VALUES`` and about ``SHOWN_CHARACTERS`` of text (long names cost tokens in every prompt;
+    ehr.lookup finds the rest), but at least ``MIN_SHOWN`` of them."""
     shown: list[str] = []
     length = 0
-    for value, _ in column.values[:SHOWN_VALUES]:
+    for value in values[:SHOWN_VALUES]:
         length += len(value) + 4  # quotes, comma, space
         if len(shown) >= MIN_SHOWN and length > SHOWN_CHARACTERS:
             break
@@ -175,19 +191,23 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append(f"the same {count(column.distinct, 'value')} as {values_of.name}" if every
                      else f"{column.distinct} of the values of {values_of.name}")
     elif lists:  # a few codes are shown: sex 'F', 'M'
-        listed = shown_values(column)
+        listed = shown_values([value for value, _ in column.values])
         shown = ", ".join(quote_text(v) for v in listed)
         more = f" and {column.distinct - len(listed)} more" if column.distinct > len(listed) else ""
         parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")
     elif vocabulary:
-        parts.append(f"{count(column.distinct, 'distinct term')}, {FIND_BY_LOOKUP}")
-    elif column.code_like:
-        parts.append(f"a code ({count(column.distinct, 'distinct code')}); {COMPARE_AS_TEXT}")
+        examples = _examples(column)  # a code column that holds names too: how its codes are written
+        parts.append(f"{distinct(column, 'distinct term')}" + (f" (e.g. {examples})" if examples else "")
+                     + f", {FIND_BY_LOOKUP}")
+    elif column.code_like and column.dtype != "BOOLEAN":
+        examples = _examples(column)
+        parts.append(f"a code ({distinct(column, 'distinct code')}" + (f", e.g. {examples}" if examples else "")
+                     + (f"); {COMPARE_AS_TEXT}" if column.text else ")"))
     elif column.low is not None and not column.personal:
         same = column.low == column.high
         parts.append(f"always {show(column.low)}" if same else _span(column.low, column.high))
     elif column.text and not column.personal:
-        parts.append(count(column.distinct, "distinct value"))
+        parts.append(distinct(column, "distinct value"))
     if column.text and not column.personal and not column.code_like and 0.2 <= column.numeric < 1:
         parts.append(f"{percent(column.numeric, 1)} of values are numbers written as text {CAST_NUMBERS}")
     empty = table.rows - column.non_null
@@ -278,6 +298,15 @@ def quote_text(text: str) -> str:
 
 def count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def distinct(column: Column, noun: str) -> str:
+    """``5,347 distinct terms``: ``about`` an estimate (HyperLogLog), ``at least`` a count of a big
+    table's sample, which the whole table may outnumber."""
+    counted = count(column.distinct, noun)
+    if column.exact:
+        return f"at least {counted}" if column.sampled else counted
+    return f"about {counted}" + (" or more" if column.sampled else "")
 
 
 def percent(part: int | float, whole: int) -> str:

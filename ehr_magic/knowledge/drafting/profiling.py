@@ -34,6 +34,7 @@ from ehr_magic.knowledge.drafting import naming
 from ehr_magic.text import split_words
 
 VALUE_LIST_MAX = 15  # at most this many distinct values make a value list
+EXAMPLES = 4  # values kept of a code column that lists none (its description shows what fits)
 VOCABULARY_MAX = 5000  # distinct values of a repeated-term column worth a lookup
 SHAPE_SAMPLE = 200_000  # rows of a big table on which text shapes are measured
 PROFILE_SAMPLE = 200_000  # rows of a bigger table on which it is profiled (see the module docstring)
@@ -89,8 +90,12 @@ class Column:
     numeric: float = 0.0  # share of values that are numbers written as text
     codes: float = 0.0  # share of values shaped like codes (short, no spaces)
     units: float = 0.0  # share of values that are units of measure ('mg/dL', '%', 'bpm')
+    worded: float = 0.0  # share of values with a run of three letters or more (a word, not 'J96.0')
     values: list[tuple[str, int]] = field(default_factory=list)
     whole: bool = False  # a floating-point column whose values are all whole numbers
+    # a code column of more values than a list holds: a few of them, which show how its codes are written
+    examples: list[str] = field(default_factory=list)
+    sampled: bool = False  # distinct counted on a sample of a big table: there may be more
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -267,13 +272,16 @@ def profile(con: duckdb.DuckDBPyConnection, table: str, file: str, original: dic
 
 def _scale(table: Table, rows: int, scanned: int) -> None:
     """Counts of a sample of ``scanned`` rows as estimates for the table's ``rows``: a column
-    unique and never empty in the sample stays so (a candidate key)."""
+    unique and never empty in the sample stays so (a candidate key); another's distinct values
+    are those of the sample, which the whole table may outnumber (``sampled``)."""
     factor = rows / scanned if scanned else 0.0
     for column in table.columns.values():
         unique = column.exact and column.distinct == column.non_null
         column.non_null = rows if column.non_null == scanned else round(column.non_null * factor)
         if unique:
             column.distinct = column.non_null
+        else:
+            column.sampled = True
         column.values = [(value, round(n * factor)) for value, n in column.values]
     table.rows = rows
 
@@ -300,11 +308,13 @@ def _profile(con: duckdb.DuckDBPyConnection, table: str, source: str, rows: int,
     for column in floats:
         column.whole = bool(stats.pop(0)) and column.non_null > 0
     _text_shapes(con, source, rows, [c for c in columns.values() if c.text and c.non_null])
-    # Exact counts where the decision depends on them (keys and value lists), a few columns a scan
+    # Exact counts where the decision depends on them (keys and value lists) or the description
+    # states them (codes), a few columns a scan
     # (each count holds a set of its column's values: a sample of 200,000 rows, many columns at once,
     # would crowd the drafting memory).
     counted = [c for c in columns.values() if c.non_null and (
-        ((c.text or c.integer) and c.distinct >= 0.9 * c.non_null) or (c.text and c.distinct <= VOCABULARY_MAX * 1.1))]
+        ((c.text or c.integer) and c.distinct >= 0.9 * c.non_null)
+        or ((c.text or (c.integer and c.code_like)) and c.distinct <= VOCABULARY_MAX * 1.1))]
     for first in range(0, len(counted), EXACT_COUNTS_PER_SCAN):
         batch = counted[first:first + EXACT_COUNTS_PER_SCAN]
         exact = con.execute(f"SELECT {', '.join(f'count(DISTINCT {quote(c.name)})' for c in batch)} "
@@ -317,12 +327,34 @@ def _profile(con: duckdb.DuckDBPyConnection, table: str, source: str, rows: int,
                 f"SELECT {quote(column.name)}, count(*) AS n FROM {quote(source)} "
                 f"WHERE {quote(column.name)} IS NOT NULL "
                 f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {VALUE_LIST_MAX}").fetchall()]
+    for column in columns.values():
+        if needs_examples(column):
+            column.examples = _examples(con, source, column)
     return Table(table, file, rows, columns, original=stem or table)
+
+
+def needs_examples(column: Column) -> bool:
+    """A code column that repeats and lists no values (``Column.examples``); a key's codes are
+    shown by the tables that refer to it."""
+    return (column.code_like and (column.text or column.integer) and not column.values and not column.personal
+            and 1 < column.distinct < column.non_null and column.opaque < 0.5)
+
+
+def _examples(con: duckdb.DuckDBPyConnection, source: str, column: Column) -> list[str]:
+    """The commonest value of each of the commonest leading words first, then the next of each:
+    codes of several kinds in one column ('LAB//51222//g/dL', 'MEDICATION//...', 'DIAGNOSIS//ICD//10//I10')
+    show one of each kind before a second of any."""
+    c = quote(column.name)
+    return [str(v) for (v,) in con.execute(
+        f"SELECT v FROM (SELECT v, n, row_number() OVER (PARTITION BY regexp_extract(v, '^[A-Za-z]*') "
+        f"ORDER BY n DESC, v) AS r, sum(n) OVER (PARTITION BY regexp_extract(v, '^[A-Za-z]*')) AS kind "
+        f"FROM (SELECT {c}::VARCHAR AS v, count(*) AS n FROM {quote(source)} WHERE {c} IS NOT NULL GROUP BY 1)) "
+        f"ORDER BY r, kind DESC, n DESC, v LIMIT {EXAMPLES}").fetchall()]
 
 
 def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: list[Column]) -> None:
     """Shares of each text column's values with letters, spaces, identifier, number, code and unit
-    shapes, and their mean length. The columns are unpivoted into one column of values, so each
+    shapes and words, and their mean length. The columns are unpivoted into one column of values, so each
     pattern is compiled once a table, not once a column: a table of a hundred text columns would
     compile seven hundred patterns. Each share is over the column's non-empty values (UNPIVOT leaves
     out empty ones, as the averages would)."""
@@ -333,15 +365,16 @@ def _text_shapes(con: duckdb.DuckDBPyConnection, table: str, rows: int, text: li
     shapes = ("avg(length(v)), avg(regexp_matches(v, '[A-Za-z]')::INT), avg(contains(v, ' ')::INT), "
               f"avg(regexp_full_match(v, '{OPAQUE}')::INT), avg(regexp_full_match(trim(v), '{_NUMERIC}')::INT), "
               f"avg(regexp_full_match(v, '{_CODE_VALUE}')::INT), avg(((length(trim(v)) > 1 OR trim(v) = '%') "
-              f"AND regexp_full_match(lower(trim(v)), '{UNIT_VALUE}'))::INT)")
+              f"AND regexp_full_match(lower(trim(v)), '{UNIT_VALUE}'))::INT), "
+              "avg(regexp_matches(v, '[A-Za-z]{3}')::INT)")
     with one_thread(con, needed=rows > SHAPE_SAMPLE):
         found = {int(k): stats for k, *stats in con.execute(
             f"SELECT k, {shapes} FROM (UNPIVOT (SELECT {named} FROM {source}) ON COLUMNS(*) INTO NAME k VALUE v) "
             "GROUP BY k").fetchall()}
     for i, column in enumerate(text):
-        stats = found.get(i, [None] * 7)
+        stats = found.get(i, [None] * 8)
         (column.avg_length, column.letters, column.spaced, column.opaque, column.numeric,
-         column.codes, column.units) = (float(value or 0) for value in stats)
+         column.codes, column.units, column.worded) = (float(value or 0) for value in stats)
 
 
 def int_range(column: Column) -> tuple[int, int] | None:
