@@ -224,3 +224,14 @@ def test_value_index_built_at_once_finds_what_the_one_value_at_a_time_index_foun
         assert {query: ehr.find(query).rows() for query in FIND_QUERIES} == found
         assert {query: ehr.lookup("d_icd_procedures", "long_title", query, scores=True)
                 for query in FIND_QUERIES} == looked_up
+
+
+def test_a_term_spelled_out_says_its_kind_but_a_phrase_of_two_kinds_says_none() -> None:
+    vocabulary = clinical_vocabulary()
+    assert vocabulary.spelled_kinds("How many patients have type 2 diabetes?") == {"dx"}  # begins an expansion
+    assert vocabulary.spelled_kinds("Was furosemide given?") == {"drug"}  # a whole one-word expansion
+    assert vocabulary.spelled_kinds("What type of admission was it?") == set()  # one word that only begins one
+    assert "drug" not in vocabulary.spelled_kinds("sodium bicarbonate")  # a lab test and a drug alike
+    text = "term\tkind\texpansions\n# version: 1\nT2\tdx\ttype 2 diabetes mellitus\nX\tdrug\ttype 2 fixer\n"
+    assert parse(text, source="test").spelled_kinds("type 2 diabetes") == {"dx"}
+    assert parse(text, source="test").spelled_kinds("type 2") == set()

@@ -162,6 +162,21 @@ def test_lookup_hints_and_privacy_use_the_drafted_vocabulary(ehr) -> None:
     assert not privacy.is_dictionary_column(ehr, "patients", "first")
 
 
+def test_a_condition_no_patient_has_still_brings_the_table_that_would_hold_it(ehr) -> None:
+    # no patient of the sample has type 2 diabetes, so no stored value names it; the clinical
+    # vocabulary knows it is a diagnosis, and the conditions table comes with the question in full,
+    # where the model can find that nobody has it
+    from ehr_magic.agent import Agent
+    from ehr_magic.llm.window import ContextWindow
+
+    assert not ehr.lookup("conditions", "description", "type 2 diabetes").exact
+    prompt = Agent(ehr, None).prompt("How many patients have type 2 diabetes?", window=ContextWindow(8192, "test"))
+    assert "conditions" in prompt.tables[:prompt.layout.tables], prompt.tables
+    # a drug the data stores is found by its rows
+    prompt = Agent(ehr, None).prompt("How many patients were given acetaminophen?", window=ContextWindow(8192, "test"))
+    assert "medications" in prompt.tables[:prompt.layout.tables], prompt.tables
+
+
 def test_each_folder_has_its_own_schema_and_schema_can_be_chosen(tmp_path: Path) -> None:
     folder = tmp_path / "Clinic 2024"
     folder.mkdir()

@@ -241,6 +241,19 @@ def shorthand_kinds(question: str) -> set[str]:
     return {prefix_stem(_KIND_WORDS[kind]) for kind in kinds if kind in _KIND_WORDS}
 
 
+def spelled_kinds(question: str, stored: Collection[str] = ()) -> set[str]:
+    """The same for the clinical terms ``question`` spells out ('type 2 diabetes': diagnosis;
+    'furosemide': drug) that no stored value names (``stored``: the terms linking found stored
+    whole, whose own rows say better where they are)."""
+    vocabulary = clinical_vocabulary()
+    terms = sorted({normalise(t) for t in stored if normalise(t)}, key=len, reverse=True)
+    # the question's words around the stored terms, each run apart: no phrase spans a term left out
+    runs = re.split("|".join(rf"\b{re.escape(t)}\b" for t in terms), normalise(question)) if terms \
+        else [normalise(question)]
+    kinds = {kind for run in runs for kind in vocabulary.spelled_kinds(run)}
+    return {prefix_stem(_KIND_WORDS[kind]) for kind in kinds if kind in _KIND_WORDS}
+
+
 def _value_words(texts: str | Sequence[str]) -> set[str]:
     """The words a stored value may be said with: each word of ``texts`` (the question, and the
     stored values linking found for its terms) as written and in the singular ('removals' says
@@ -507,6 +520,15 @@ class TablePicker:
             likeness = fuzz.ratio(masked, default_tokens(example_question)) / 100
             for table in tables_in_code(self.tables, code):
                 scores[table] = max(scores[table], _EXAMPLE_SCORE * likeness)
+        if max((scores[t] for t in self.tables if t not in self.spine), default=0.0) < _SURE:
+            # nothing the question says of its records is sure (the patients it counts are the spine's):
+            # a clinical term it spells out that no row stores ('type 2 diabetes' where no patient has
+            # it) still says which kind of table would hold it
+            spelled = spelled_kinds(question, values_said)
+            spelled = ({s for w in spelled for s in _synonyms().get(w, ())} | spelled) - said
+            for table in self.tables:
+                if table not in self.spine and spelled & (self._name_words[table] - self._parent_words[table]):
+                    scores[table] = max(scores[table], _SYNONYM_SHARE * _NAMED_SCORE)
         for table in self._empty:
             # what its words say, at a discount: in a tie, the table that holds rows is the one to read
             scores[table] *= _EMPTY_SHARE

@@ -26,6 +26,7 @@ _RANK_STEP = 0.03  # each later expansion of an ambiguous term weighs 3% less
 _TOKEN_WEIGHT = 0.95  # a query with one word expanded ('Hgb A1c' -> 'hemoglobin a1c')
 _REVERSE_WEIGHT = 0.97  # a spelled-out query whose abbreviation is stored ('potassium' -> 'K')
 _MAX_ALTERNATIVES = 8
+_PHRASE_WORDS = 5  # longest leading phrase of an expansion read as naming its term
 
 
 def _key(text: str) -> str:
@@ -58,6 +59,36 @@ class ClinicalVocabulary:
     def kind(self, text: str) -> str | None:
         """What ``text`` names if it is a known term ('drug' for 'Lasix', 'dx' for 'COPD'); None otherwise."""
         return self.kinds.get(_key(text))
+
+    def spelled_kinds(self, text: str) -> set[str]:
+        """The kinds of the known terms ``text`` spells out: a whole expansion ('furosemide' is a
+        drug), or the first two words or more of one ('type 2 diabetes' of 'type 2 diabetes
+        mellitus'); a phrase that begins terms of two kinds names neither."""
+        words = normalise(text).split()
+        found: set[str] = set()
+        for size in range(1, _PHRASE_WORDS + 1):
+            for start in range(len(words) - size + 1):
+                kind, whole = self._phrase_kinds.get(" ".join(words[start:start + size]), (None, False))
+                if kind is not None and (size > 1 or whole):
+                    found.add(kind)
+        return found
+
+    @functools.cached_property
+    def _phrase_kinds(self) -> dict[str, tuple[str | None, bool]]:
+        """Each expansion and each of its leading phrases of two words or more -> the kind of the
+        terms it begins (None when they are of two kinds) and whether it is all of one of them."""
+        found: dict[str, tuple[set[str], bool]] = {}
+        for term, spelled in self.expansions.items():
+            kind = self.kinds.get(term, "")
+            for expansion in spelled if kind else ():
+                words = expansion.split()
+                for size in range(1, min(len(words), _PHRASE_WORDS) + 1):
+                    if size > 1 or size == len(words):
+                        phrase = " ".join(words[:size])
+                        kinds, whole = found.get(phrase, (set(), False))
+                        found[phrase] = (kinds | {kind}, whole or size == len(words))
+        return {phrase: (next(iter(kinds)) if len(kinds) == 1 else None, whole)
+                for phrase, (kinds, whole) in found.items()}
 
     def expand(self, text: str) -> tuple[str, ...]:
         """The expansions of ``text`` if it is a known term, best first; () otherwise."""
