@@ -177,6 +177,17 @@ def test_a_condition_no_patient_has_still_brings_the_table_that_would_hold_it(eh
     assert "medications" in prompt.tables[:prompt.layout.tables], prompt.tables
 
 
+def test_stored_values_of_rows_keyed_by_long_identifiers_come_without_the_rows(ehr) -> None:
+    # providers are keyed by UUIDs: a linked specialty says where it is stored, not every provider's
+    # UUID and gender; a short key (an item id) would still be shown
+    from ehr_magic.agent.context import linked_values
+    from ehr_magic.linking.question import link_question
+
+    text = linked_values(link_question(ehr, "How many encounters were emergency visits?"))
+    assert "  providers.speciality = 'EMERGENCY MEDICINE'\n" in text, text
+    assert "gender" not in text and "-3df9-" not in text
+
+
 def test_each_folder_has_its_own_schema_and_schema_can_be_chosen(tmp_path: Path) -> None:
     folder = tmp_path / "Clinic 2024"
     folder.mkdir()

@@ -63,6 +63,7 @@ MAX_TERMS = 6
 MAX_ROWS = 3  # rows of one dictionary value whose keys are shown
 CONTEXT_VALUES = 40  # a column of a dictionary with at most this many distinct values says what a row is
 CONTEXT_COLUMNS = 2
+OPAQUE_KEY = 16  # mean characters of a dictionary's key past which its rows are not shown
 _SPINE_SHARE = 0.4  # a table joined by this share of the others holds patients or visits
 _MAX_FULL = 200  # whole values said by one question in one column, at most, checked as phrases
 _EXPANSIONS = 2  # meanings of a shorthand searched
@@ -603,6 +604,10 @@ class QuestionLinker:
         if key is None and info is not None:  # the column the tables that use it join on
             named = {m.group(1) for j in info.joins if (m := _SAME_NAME_JOIN.match(j))}
             key = next(iter(named)) if len(named) == 1 and next(iter(named)) in columns else None
+        if key is not None and self._opaque(table, key):
+            # rows keyed by long opaque identifiers (UUIDs): the key says nothing the value does not,
+            # and the rows' short columns without it are noise (a provider's gender): none is shown
+            return _Dictionary(None, (), ())
         lookup = [c for t, c in self.ehr.lookup_columns() if t == table and c != key]
         texts = [c for c, kind in columns.items() if kind.upper().startswith("VARCHAR") and c != key]
         few: list[str] = []
@@ -614,6 +619,12 @@ class QuestionLinker:
         names = tuple(c for c in lookup if c not in few)
         context = tuple(sorted(few, key=lambda c: (c not in lookup, texts.index(c)))[:CONTEXT_COLUMNS + 1])
         return _Dictionary(key, names, context)
+
+
+    def _opaque(self, table: str, key: str) -> bool:
+        """Whether ``key``'s values are long identifiers (a UUID, an accession number), not codes."""
+        length = self.ehr.sql(f"SELECT avg(length(CAST({quote(key)} AS VARCHAR))) FROM {quote(table)}").item()
+        return length is not None and float(length) >= OPAQUE_KEY
 
 
 def _phrase(words: Sequence[str], phrase: Sequence[str]) -> int | None:
