@@ -159,6 +159,25 @@ def test_a_table_whose_name_runs_its_words_together_is_named_by_them_too(ehr) ->
     assert [v.table for v in term.values[:2]] == ["d_items", "d_labitems"], term.values
 
 
+def test_a_value_stored_alike_in_many_tables_is_listed_first_where_most_rows_are(tmp_path: Path) -> None:
+    """'VANCOMYCIN' is a drug given (many rows), a drug on admission and an allergy (few): with no
+    word of the question naming a table, the bigger tables come first, not the alphabet's."""
+    import duckdb
+
+    path = tmp_path / "drugs.duckdb"
+    drugs = "(['VANCOMYCIN', 'HEPARIN', 'INSULIN', 'FUROSEMIDE'])[range % 4 + 1]"
+    with duckdb.connect(str(path)) as con:
+        for table, rows in (("allergy", 40), ("admission_drug", 200), ("medication", 3000), ("med_audit", 20),
+                            ("antibiotic_log", 60)):
+            con.execute(f"CREATE TABLE {table} AS SELECT range % 25 AS patient_id, {drugs} AS drug_name "
+                        f"FROM range({rows})")
+    with ehr_magic.connect(path) as ehr:
+        term = next(t for t in link_question(ehr, "Which patients received vancomycin?").terms
+                    if t.text == "vancomycin")
+    assert [v.table for v in term.values] == ["medication", "admission_drug", "antibiotic_log", "allergy"]
+    assert term.more == 1 and term.more_elsewhere
+
+
 def test_a_column_of_more_values_than_the_bound_is_skipped_and_named(tmp_path: Path) -> None:
     from ehr_magic.db.build import building, write_metadata
 

@@ -444,9 +444,10 @@ class QuestionLinker:
         said = {stem(t.word) for t in tokens if t.word not in FUNCTION_WORDS}
         for (start, end), items in sorted(ranked, key=lambda entry: entry[0]):
             # equal values first in the tables the question names ('lab result' -> lab_rslt's status
-            # 'final', not adt_evnt's), then the shorter, then by name
+            # 'final', not adt_evnt's), then the shorter, then in the bigger table (where a drug is
+            # given, not the few rows of allergies to it), then by name
             items.sort(key=lambda i: (-i.score, -len(_table_stems(i.table) & said), len(self._value(i)),
-                                      i.table, i.column, self._value(i)))
+                                      -self.ehr.indexed_rows(i.table), i.table, i.column, self._value(i)))
             # the best of each place first, then the next best of each: a term stored in several
             # columns shows each of them before a second value of any
             rank: dict[tuple[str, str], int] = {}
