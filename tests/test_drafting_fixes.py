@@ -184,10 +184,9 @@ def test_the_first_and_last_of_a_thing_are_not_a_persons_names(tmp_path: Path) -
     folder = tmp_path / "stays"
     folder.mkdir()
     rng = random.Random(7)
-    with open(folder / "icu_stays.csv", "w") as out:
-        out.write("stay_id,first_unit,last_unit,first,last\n")
-        for i in range(120):
-            out.write(f"{i + 1},{UNITS[i % 5]},{UNITS[i % 4]},Name{rng.randint(0, 999)},Family{rng.randint(0, 999)}\n")
+    write_csv(folder / "icu_stays.csv", "stay_id,first_unit,last_unit,first,last",
+              (f"{i + 1},{UNITS[i % 5]},{UNITS[i % 4]},Name{rng.randint(0, 999)},Family{rng.randint(0, 999)}"
+               for i in range(120)))
     write_csv(folder / "moves.csv", "move_id,from_ward,to_ward",
               (f"{i + 1},ward {i % 5},ward {(i + 1) % 5}" for i in range(120)))
     sources.load("csv", [folder], tmp_path / "stays.duckdb")
@@ -222,16 +221,17 @@ def test_a_code_column_shows_how_its_codes_are_written(tmp_path: Path) -> None:
     folder = tmp_path / "stream"
     folder.mkdir()
     drugs = ["Heparin", "Furosemide 40 mg", "Metoprolol Tartrate", "Insulin Glargine"]
-    with open(folder / "events.csv", "w") as out:
-        out.write("subject_id,time,code,value\n")
-        for i in range(3000):
-            if i % 3:
-                code, value = f"LAB//{50800 + i % 40}//mg/dL", str(i % 97)
-            elif (i // 3) % 2:
-                code, value = f"MEDICATION//{drugs[(i // 6) % 4]}//{['Administered', 'Not Given'][(i // 24) % 2]}", ""
-            else:
-                code, value = f"DIAGNOSIS//ICD//10//I{10 + i % 30}", ""
-            out.write(f"{100 + i % 25},2150-01-{1 + i % 28:02d} 08:00:00,{code},{value}\n")
+
+    def event(i: int) -> str:
+        if i % 3:
+            code, value = f"LAB//{50800 + i % 40}//mg/dL", str(i % 97)
+        elif (i // 3) % 2:
+            code, value = f"MEDICATION//{drugs[(i // 6) % 4]}//{['Administered', 'Not Given'][(i // 24) % 2]}", ""
+        else:
+            code, value = f"DIAGNOSIS//ICD//10//I{10 + i % 30}", ""
+        return f"{100 + i % 25},2150-01-{1 + i % 28:02d} 08:00:00,{code},{value}"
+
+    write_csv(folder / "events.csv", "subject_id,time,code,value", (event(i) for i in range(3000)))
     write_csv(folder / "claims.csv", "claim_id,procedure_code,code_suffix",
               (f"{i + 1},{99200 + i % 30},{['true', 'false'][i % 2]}" for i in range(200)))
     sources.load("csv", [folder], tmp_path / "stream.duckdb")
