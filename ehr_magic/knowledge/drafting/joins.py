@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import SupportsInt, cast
 
@@ -159,18 +160,27 @@ def _values_target(target: Column) -> bool:
 
 @dataclass
 class _Plan:
-    """The keys a source column is tried against: those its names vouch for (with their name
-    scores), and whether values alone may show a join to any other key of its type (those are
-    checked only where the sketches found its values, not enumerated: on a warehouse of 1,500
-    tables every id column could join every key by values)."""
-    named: list[tuple[_Key, float]]
+    """Whether a source column is tried at all: some key's names vouch for it, or values alone may
+    show a join to a key of its type. Which keys are tried is settled once the sketches have been
+    looked up (``_tried``): only a key holding some of its values can be accepted, and on a
+    warehouse of 1,500 tables every ``pat_id`` shares a word with hundreds of keys (1.3 million
+    (column, key) pairs, growing with the square of the tables) that hold none of them."""
+    named: bool
     by_values: bool
+
+
+def _own_names(column: Column) -> list[str]:
+    """The names a key may have for ``column`` to be named like it: its own, or it after a role
+    (see ``name_score``): every suffix of 4 letters or more."""
+    own = column.name.lower()
+    return [own[start:] for start in range(len(own)) if start == 0 or len(own) - start >= 4]
 
 
 class _KeyIndex:
     """The single-column keys found by the words and names that can vouch for them, and by type
-    for joins on values alone, so that planning a column costs the keys it could join, not all
-    (each key's shape measured once: a warehouse's columns share their words with hundreds of keys)."""
+    for joins on values alone, so that planning a column looks at the keys it could join, not all,
+    and stops at the first (each key's shape measured once: a warehouse's columns share their words
+    with hundreds of keys)."""
 
     def __init__(self, keys: list[_Key]) -> None:
         self.keys = {k.kid: k for k in keys}
@@ -195,24 +205,31 @@ class _KeyIndex:
         return (key.table is not table and column.distinct <= 1.2 * key.column.distinct + 5
                 and _shapes_fit(shape, self.shapes[key.kid]))
 
-    def named(self, table: Table, column: Column) -> list[tuple[_Key, float]]:
-        """The keys whose names vouch for ``column`` (``name_score`` above 0), in key order."""
-        own = column.name.lower()
-        found = {k.kid: k for word in naming.meaningful(column.original or column.name)
-                 for k in self.by_word.get(word, ())}
-        # The key's own name, or it after a role (see name_score): every suffix of 4 letters or more.
-        for start in range(len(own)):
-            if start == 0 or len(own) - start >= 4:
-                found.update((k.kid, k) for k in self.by_name.get(own[start:], ()))
+    def candidates(self, column: Column) -> Iterator[_Key]:
+        """The keys sharing a meaningful word with ``column``, or named as it is (see ``name_score``),
+        a key once for each word or name it shares."""
+        for word in naming.meaningful(column.original or column.name):
+            yield from self.by_word.get(word, ())
+        for name in _own_names(column):
+            yield from self.by_name.get(name, ())
+
+    def named(self, table: Table, column: Column) -> bool:
+        """Whether the names of some key vouch for ``column`` (``name_score`` above 0)."""
         shape, words = _shape(column), _NameWords.of_column(table, column)
-        plan = []
-        for kid in sorted(found):
-            key = found[kid]
-            if self.plannable(table, column, shape, key):
-                named = _score(words, self.names[kid])
-                if named:
-                    plan.append((key, named))
-        return plan
+        return any(self.plannable(table, column, shape, key) and _score(words, self.names[key.kid])
+                   for key in self.candidates(column))
+
+    def vouched(self, columns: Iterable[Column]) -> set[int]:
+        """The keys whose names may vouch for some of ``columns``: one pass over their words and
+        names, not over every (column, key) pair. A few keys that no column can hold are scanned
+        too, at no cost to the result: they hold values of no column tried against them."""
+        words: set[str] = set()
+        names: set[str] = set()
+        for column in columns:
+            words |= naming.meaningful(column.original or column.name)
+            names.update(_own_names(column))
+        found = [*(self.by_word.get(w, ()) for w in words), *(self.by_name.get(n, ()) for n in names)]
+        return {key.kid for keys in found for key in keys}
 
     def by_values(self, table: Table, column: Column) -> bool:
         """Whether values alone may join ``column`` to some key (see ``_by_values_possible``)."""
@@ -237,7 +254,7 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
                 plans[(table.name, column.name)] = plan
     if not plans:
         return _composite_joins(con, tables, keys)
-    used = {key.kid for plan in plans.values() for key, _ in plan.named}
+    used = index.vouched(tables[t].columns[c] for (t, c), plan in plans.items() if plan.named)
     valued_types = {(tables[t].columns[c].text, tables[t].columns[c].integer) for (t, c), plan in plans.items()
                     if plan.by_values}
     used |= {key.kid for kind in valued_types for key in index.valued.get(kind, ())}
@@ -252,16 +269,20 @@ def find_joins(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> list
 
 def _tried(table: Table, column: Column, plan: _Plan, found: dict[int, float],
            index: _KeyIndex) -> list[tuple[_Key, float]]:
-    """The keys ``column`` is tried against, in key order: those named, and those holding some of its
-    values that values alone may show it joins (a key holding none of them cannot be accepted)."""
-    tried = list(plan.named)
-    if plan.by_values:
-        named, shape = {key.kid for key, _ in plan.named}, _shape(column)
-        for kid in found:
-            key = index.keys.get(kid)
-            if (key is not None and kid not in named and key.table.rows <= BIG_KEY
-                    and index.plannable(table, column, shape, key) and _by_values_possible(column, key.column)):
-                tried.append((key, 0.0))
+    """The keys ``column`` is tried against, with their name scores, in key order: among the keys
+    holding some of its values (no other can be accepted), those whose names vouch for it, and
+    those that values alone may show it joins."""
+    tried = []
+    shape, words = _shape(column), _NameWords.of_column(table, column)
+    for kid in found:
+        key = index.keys.get(kid)
+        if key is None or not index.plannable(table, column, shape, key):
+            continue
+        named = _score(words, index.names[kid]) if plan.named else 0.0
+        if named:
+            tried.append((key, named))
+        elif plan.by_values and key.table.rows <= BIG_KEY and _by_values_possible(column, key.column):
+            tried.append((key, 0.0))
     return sorted(tried, key=lambda pair: pair[0].kid)
 
 
