@@ -74,8 +74,10 @@ def test_with_no_model_the_message_says_first_how_to_set_one(offline: Path, monk
 @pytest.mark.parametrize(("argv", "message"), [
     (["ask", QUESTION], "No model configured: set EHR_MAGIC_MODEL"),
     (["ask", QUESTION, "--db", "{tmp}/missing.duckdb"], "No database file at {tmp}/missing.duckdb"),
+    (["ask", QUESTION, "--db", "{tmp}"], "{tmp} is a folder, not a database file; load its table files into one "
+                                         "with `ehr-magic data load csv {tmp} --out FILE.duckdb`"),
     (["ask", "  "], "The question is empty"),
-], ids=["no model", "no database", "empty question"])
+], ids=["no model", "no database", "a folder", "empty question"])
 def test_ask_json_fails_with_one_json_document(argv: list[str], message: str, offline: Path, tmp_path: Path,
                                                capsys) -> None:
     argv = [arg.format(tmp=tmp_path) for arg in argv]

@@ -47,6 +47,11 @@ class DuckDBEngine(Engine):
     @classmethod
     def open(cls, target: str | os.PathLike[str], **options: Any) -> DuckDBEngine:
         path = Path(target).expanduser().resolve()
+        if path.is_dir():
+            raise DatabaseError(
+                f"{target} is a folder, not a database file; load its table files into one with "
+                f"`ehr-magic data load csv {target} --out FILE.duckdb` (CSV, CSV.gz or parquet), then connect to FILE."
+            )
         if not path.is_file():
             raise DatabaseError(
                 f"No database file at {target}; build one with `ehr-magic data synth --out FILE.duckdb` "
