@@ -661,3 +661,29 @@ def test_the_magic_and_the_panel_give_the_same_session_results(ip, panel, fake_l
     assert magic["turns"][1][0] == (women, women_code + "\nanswer")
     assert [source for _, _, source in magic["history"]] == ["agent", "agent", "memory"]
     assert len(fake_llm.chat_requests()) == 4
+
+
+def test_the_panel_keeps_the_privacy_and_review_settings_of_the_notebook(ip, panel, fake_llm) -> None:
+    """%ehr config privacy and run_mode hold for the panel's questions as for %%ehr: the same
+    masked look output goes back to the model, and code waiting for review is not run."""
+    magics = panel.magics
+    question = "How many patients are there?"
+    look = "print(ehr.sql('SELECT subject_id FROM patients ORDER BY subject_id LIMIT 3'))"
+    magics.privacy = "schema"
+    requests = []
+    for ask in (lambda: ip.run_cell_magic("ehr", "--quiet --regenerate", question),
+                lambda: panel.result("ask", question=question, regenerate=True)):
+        ip.run_line_magic("ehr", "new")
+        fake_llm.enqueue(fenced(look), fenced("answer = ehr.sql('SELECT count(*) FROM patients').item()"))
+        ask()
+        requests.append([r.messages for r in fake_llm.chat_requests()[-2:]])
+    assert requests[0] == requests[1]
+    first_id = ip.user_ns["ehr"].sql("SELECT min(subject_id) FROM patients").item()
+    assert str(first_id) not in requests[1][1][-1]["content"]  # the look's output went back masked
+
+    magics.privacy, magics.run_mode = None, "review"
+    ip.run_line_magic("ehr", "new")
+    fake_llm.enqueue(fenced(COUNT_CODE))
+    result = panel.result("ask", question=question, regenerate=True)
+    assert result["status"] == "generated" and result["answer"] == {"kind": "none"}
+    assert result["insert"] and read_marker(result["code"])[2].strip() == CELL_CODE

@@ -146,18 +146,15 @@ class PanelHandler:
                 "accepted": accepted}
 
     def _ask(self, request: p.Request) -> dict[str, Any]:
-        from ehr_magic.agent import AgentSettings
         from ehr_magic.safety.privacy import preview
 
         question = p.text_param(request.params, "question")
         regenerate = p.bool_param(request.params, "regenerate")
         session = self._ready()
-        m = self.magics
-        settings = AgentSettings(max_steps=m.steps, shots=m.shots, knowledge=m.knowledge, timeout=m.timeout)
         stream = EventStream(request.id, self.send)
-        try:
-            answer = session.ask_in_notebook(question, variables=m.user_variables(), regenerate=regenerate,
-                                             settings=settings, on_event=stream.on_event)
+        try:  # the session's settings: the notebook's (%ehr config), privacy and review included
+            answer = session.ask_in_notebook(question, variables=self.magics.user_variables(), regenerate=regenerate,
+                                             on_event=stream.on_event)
         finally:
             stream.flush()
         result = answer.result
