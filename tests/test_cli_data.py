@@ -62,3 +62,20 @@ def test_user_mistakes_are_one_line_without_traceback(tmp_path: Path) -> None:
 def test_bad_arguments_are_usage_errors() -> None:
     done = run("data", "load", "nosuchsource", "x", "--out", "y.duckdb")
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_agent_settings_out_of_range_are_refused_before_connecting(tmp_path: Path) -> None:
+    """--steps, --shots and --timeout are checked as the magic checks them, before any database is
+    opened (the file named here does not exist: its error would come later)."""
+    missing = str(tmp_path / "missing.duckdb")
+    for args, message in ((("ask", "--steps", "0"), "argument --max-steps/--steps: steps must be a whole number "
+                                                     "from 1 to 50; got 0."),
+                          (("ask", "--shots", "17"), "argument --shots: shots must be a whole number from 0 to 16; "
+                                                     "got 17."),
+                          (("chat", "--timeout", "0"), "argument --timeout: timeout must be a number of seconds "
+                                                       "above 0 and at most 86,400; got 0.0."),
+                          (("eval", str(tmp_path), "--split", "valid", "--shots", "-1"),
+                           "argument --shots: shots must be a whole number from 0 to 16; got -1.")):
+        done = run(*args, "--db", missing, *(["How many?"] if args[0] == "ask" else []))
+        assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and "missing.duckdb" not in done.stderr

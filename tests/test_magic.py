@@ -171,6 +171,25 @@ def test_bad_options_are_usage_errors(ip, capsys) -> None:
     assert not result.success
 
 
+@pytest.mark.parametrize(("setting", "value", "message"), [
+    ("steps", "0", "steps must be a whole number from 1 to 50; got 0."),
+    ("shots", "17", "shots must be a whole number from 0 to 16; got 17."),
+    ("timeout", "0", "timeout must be a number of seconds above 0 and at most 86,400; got 0.0."),
+])
+def test_settings_out_of_range_are_refused_and_not_kept(ip, fake_llm, capsys, setting, value, message) -> None:
+    """The agent's own range check, in %ehr config and in the %%ehr options: the setting keeps its
+    value, and the session's settings stay ones the agent accepts."""
+    before = getattr(ip._ehr_magic[0], setting)
+    result = ip.run_cell(f"%ehr config {setting} {value}")
+    assert not result.success and str(result.error_in_exec) == message
+    assert getattr(ip._ehr_magic[0], setting) == before
+    if setting != "timeout":  # %%ehr has no --timeout
+        result = ip.run_cell(f"%%ehr --{setting} {value}\nHow many patients are there?")
+        assert not result.success and str(result.error_in_exec) == f"--{message}"
+    assert not fake_llm.chat_requests()
+    assert "Traceback" not in capsys.readouterr().out
+
+
 def test_line_commands(ip, fake_llm, capsys, tmp_path) -> None:
     fake_llm.enqueue(fenced(COUNT_CODE))
     ip.run_cell_magic("ehr", "", "How many patients are there?")

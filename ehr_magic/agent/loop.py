@@ -20,6 +20,7 @@ from typing import Any, Literal
 import polars as pl
 
 from ehr_magic.engines import QUERY_FAILURES
+from ehr_magic.errors import ConfigError
 from ehr_magic.knowledge.drafting.profiling import is_unit
 from ehr_magic.agent import budget, context, prompts
 from ehr_magic.agent.turns import ConversationContext
@@ -56,6 +57,28 @@ _UNIT_SHARE = 0.5  # of a term's sureness, for a unit of measure: it names a mea
 _SPREAD = 2.0  # tables a unit may be stored in before it says less still
 
 
+# What each front end lets the analyst set (%ehr config, %%ehr options, the CLI's): (lowest, highest).
+SETTING_RANGES: dict[str, tuple[float, float]] = {
+    "steps": (1, 50),  # code attempts of a question: EHRAgent's T is 10
+    "shots": (0, 16),  # examples from memory: EHRAgent's K is 4; more rarely fit a window
+    "timeout": (0, 24 * 3600),  # seconds one run of generated code may take, above 0
+}
+
+
+def checked_setting(name: str, value: Any) -> Any:
+    """``value`` if the setting ``name`` (a key of ``SETTING_RANGES``) may take it, else a
+    ``ConfigError`` that says what it may be."""
+    low, high = SETTING_RANGES[name]
+    if name == "timeout":
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and low < value <= high):  # NaN is no number of seconds either
+            raise ConfigError(f"{name} must be a number of seconds above {low:g} and at most {high:,.0f}; "
+                              f"got {value!r}.")
+    elif isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{name} must be a whole number from {low:g} to {high:g}; got {value!r}.")
+    return value
+
+
 @dataclass
 class AgentSettings:
     max_steps: int = 10  # the error budget: failed steps
@@ -68,6 +91,12 @@ class AgentSettings:
     privacy: str | None = None  # schema | aggregates | full; None: privacy.default_level(ehr)
     run_mode: RunMode = "auto"  # auto: guarded code runs at once
     execute: bool = True  # False: return the first code unrun (status "generated")
+
+    def __post_init__(self) -> None:
+        # Every front end builds these from what the analyst typed: one check for all of them.
+        checked_setting("steps", self.max_steps)
+        checked_setting("shots", self.shots)
+        checked_setting("timeout", self.timeout)
 
 
 @dataclass

@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ehr_magic.cli.arguments import agent_setting
 from ehr_magic.agent import AgentSettings, Event
 from ehr_magic.agent.steps import to_json_value
 from ehr_magic.errors import EhrMagicError
@@ -38,11 +39,13 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model name (default: config file or EHR_MAGIC_MODEL)")
     parser.add_argument("--memory", help="memory file (default: EHR_MAGIC_MEMORY or the user data dir, as the magic)")
     parser.add_argument("--regenerate", action="store_true", help="ignore memory and ask the model anew")
-    parser.add_argument("--max-steps", type=int, default=10, help="most code attempts (default 10)")
-    parser.add_argument("--shots", type=int, default=4, help="few-shot examples (default 4)")
+    parser.add_argument("--max-steps", "--steps", type=agent_setting("steps"), default=10,
+                        help="most code attempts (default 10)")
+    parser.add_argument("--shots", type=agent_setting("shots"), default=4, help="few-shot examples (default 4)")
     parser.add_argument("--knowledge", choices=["separate", "inline", "off"], default="inline",
                         help="knowledge integration mode (default inline)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per code run (default 60)")
+    parser.add_argument("--timeout", type=agent_setting("timeout"), default=60.0,
+                        help="seconds per code run (default 60)")
     parser.add_argument("--privacy", choices=["schema", "aggregates", "full"],
                         help="what the model may see of the data (default: by dataset)")
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ehr_magic.cli.arguments import positive_int
 from ehr_magic.cli.progress import progress_bar
 from ehr_magic.db import connect
 from ehr_magic import sources
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     data = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     synth = data.add_parser("synth", help="generate a synthetic MIMIC-IV-shaped database")
-    synth.add_argument("--patients", type=_positive_int, default=100, help="number of patients (default 100)")
+    synth.add_argument("--patients", type=positive_int, default=100, help="number of patients (default 100)")
     synth.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same data")
     synth.add_argument("--out", required=True, help="output file (synthetic.duckdb) or server URL (postgresql://...)")
     synth.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -65,13 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     info.add_argument("file", help="a .duckdb file built by ehr-magic, or a server URL")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=run_info)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def run_synth(args: argparse.Namespace) -> int:

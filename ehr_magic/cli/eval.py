@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ehr_magic.cli.arguments import agent_setting, positive_int
 from ehr_magic.cli.progress import progress_bar
 
 MODES = ("agent", "oracle", "memory")
@@ -31,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="fill memory first from this split's questions and gold code")
     parser.add_argument("--grow-memory", action="store_true",
                         help="add each correctly answered question's code to memory during the run")
-    parser.add_argument("--limit", type=_positive_int, metavar="N", help="only the first N questions")
-    parser.add_argument("--workers", type=_positive_int, default=1, metavar="W",
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="only the first N questions")
+    parser.add_argument("--workers", type=positive_int, default=1, metavar="W",
                         help="questions answered in parallel (default 1)")
     parser.add_argument("--out", metavar="DIR",
                         help="write results.jsonl, metrics.json and metrics.md here; rerunning resumes")
@@ -41,21 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--price-out", type=_price, default=0.0, metavar="USD",
                         help="price per million completion tokens (default 0)")
     parser.add_argument("--model", help="model for --mode agent (default: config file or EHR_MAGIC_MODEL)")
-    parser.add_argument("--max-steps", type=_positive_int, default=10, metavar="T", help="agent steps (default 10)")
-    parser.add_argument("--shots", type=int, default=4, metavar="K", help="few-shot examples (default 4)")
+    parser.add_argument("--max-steps", "--steps", type=agent_setting("steps"), default=10, metavar="T",
+                        help="agent steps (default 10)")
+    parser.add_argument("--shots", type=agent_setting("shots"), default=4, metavar="K",
+                        help="few-shot examples (default 4)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_eval)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def _price(text: str) -> float:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ehr_magic.agent.loop import KnowledgeMode
-from ehr_magic.errors import sentences
+from ehr_magic.agent.loop import KnowledgeMode, checked_setting
+from ehr_magic.errors import ConfigError, sentences
 from ehr_magic.session.cells import MARKER, cell_body, marker_line, new_token, read_marker, with_marker  # noqa: F401
 
 
@@ -63,10 +63,12 @@ def parse_ask(line: str, cell: str) -> AskCommand:
         raise CommandError("Write the question in the cell body below %%ehr, e.g. How many patients are there?")
     if args.as_name is not None and not args.as_name.isidentifier():
         raise CommandError(f"--as needs a Python variable name, not {args.as_name!r}.")
-    if args.steps is not None and args.steps < 1:
-        raise CommandError("--steps must be at least 1.")
-    if args.shots is not None and args.shots < 0:
-        raise CommandError("--shots cannot be negative.")
+    for option, value in (("steps", args.steps), ("shots", args.shots)):
+        if value is not None:
+            try:
+                checked_setting(option, value)
+            except ConfigError as exc:
+                raise CommandError(f"--{exc}") from None
     return AskCommand(question, args.model, args.steps, args.shots, args.knowledge, args.as_name,
                       args.no_run, args.regenerate, args.quiet, args.review)
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import HTML, DisplayHandle, display
-from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode
+from traitlets import Bool, Enum, Float, Integer, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from ehr_magic.agent import AgentSettings, Event
+from ehr_magic.agent import AgentSettings, Event, checked_setting
 from ehr_magic.agent.loop import KnowledgeMode, RunMode
 from ehr_magic.sources.demo import default_target
-from ehr_magic.errors import EhrMagicError
+from ehr_magic.errors import ConfigError, EhrMagicError
 from ehr_magic.magic import command, render
 from ehr_magic.magic.command import CommandError
 from ehr_magic.session import Answer, Session
@@ -76,6 +76,14 @@ class EhrMagics(Magics, Configurable):
     privacy = Enum(["schema", "aggregates", "full"], None, allow_none=True, config=True,
                    help="What the model may see of the data (default: full for open demos and synthetic data, "
                         "schema for anything else).")
+
+    @validate("steps", "shots", "timeout")
+    def _in_range(self, proposal: Any) -> Any:
+        # The agent's own check, so that a value it would refuse is never kept (a --save, an observer).
+        try:
+            return checked_setting(proposal["trait"].name, proposal["value"])
+        except ConfigError as exc:
+            raise TraitError(str(exc)) from None
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
@@ -241,7 +249,8 @@ class EhrMagics(Magics, Configurable):
             value = trait.from_string(value) if hasattr(trait, "from_string") else value
             setattr(self, key, value)
         except (TraitError, ValueError) as exc:  # traitlets refuses the value, or cannot read it
-            raise CommandError(f"Invalid value for {key}: {exc}") from None
+            said = str(exc)  # the agent's range check names the setting itself
+            raise CommandError(said if said.startswith(f"{key} must") else f"Invalid value for {key}: {said}") from None
         if save:
             if key not in ("model", "base_url"):
                 raise CommandError("Only model and base_url can be saved to the config file.")

@@ -1,0 +1,37 @@
+"""Argument types the subcommands share: argparse refuses a bad value before anything is opened."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from ehr_magic.agent import checked_setting
+from ehr_magic.errors import ConfigError
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def agent_setting(name: str) -> Callable[[str], int | float]:
+    """The argument type of the agent setting ``name`` (``SETTING_RANGES``): its number, checked as
+    the agent checks it, so that the command line, the magic and the panel accept the same values."""
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = float(text) if name == "timeout" else int(text)
+        except ValueError:
+            kind = "number" if name == "timeout" else "whole number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind}") from None
+        try:
+            return checked_setting(name, value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
