@@ -9,13 +9,24 @@ from ehr_magic.agent import checked_setting
 from ehr_magic.errors import ConfigError
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, kind: type[int] | type[float]) -> int | float:
     try:
-        value = int(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+
+
+def positive_int(text: str) -> int:
+    value = int(_number(text, int))
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def non_negative_number(text: str) -> float:
+    value = float(_number(text, float))
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError("must not be negative")
     return value
 
 
@@ -23,11 +34,7 @@ def agent_setting(name: str) -> Callable[[str], int | float]:
     """The argument type of the agent setting ``name`` (``SETTING_RANGES``): its number, checked as
     the agent checks it, so that the command line, the magic and the panel accept the same values."""
     def parse(text: str) -> int | float:
-        try:
-            value: int | float = float(text) if name == "timeout" else int(text)
-        except ValueError:
-            kind = "number" if name == "timeout" else "whole number"
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind}") from None
+        value = _number(text, float if name == "timeout" else int)
         try:
             return checked_setting(name, value)
         except ConfigError as exc:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ehr_magic.cli.arguments import agent_setting, positive_int
+from ehr_magic.cli.arguments import agent_setting, non_negative_number, positive_int
 from ehr_magic.cli.progress import progress_bar
 
 MODES = ("agent", "oracle", "memory")
@@ -37,9 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="questions answered in parallel (default 1)")
     parser.add_argument("--out", metavar="DIR",
                         help="write results.jsonl, metrics.json and metrics.md here; rerunning resumes")
-    parser.add_argument("--price-in", type=_price, default=0.0, metavar="USD",
+    parser.add_argument("--price-in", type=non_negative_number, default=0.0, metavar="USD",
                         help="price per million prompt tokens, for the cost estimate (default 0)")
-    parser.add_argument("--price-out", type=_price, default=0.0, metavar="USD",
+    parser.add_argument("--price-out", type=non_negative_number, default=0.0, metavar="USD",
                         help="price per million completion tokens (default 0)")
     parser.add_argument("--model", help="model for --mode agent (default: config file or EHR_MAGIC_MODEL)")
     parser.add_argument("--max-steps", "--steps", type=agent_setting("steps"), default=10, metavar="T",
@@ -49,16 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_eval)
-
-
-def _price(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
 
 
 def run_eval(args: argparse.Namespace) -> int:
