@@ -302,15 +302,25 @@ def accept_two(ip, panel, fake_llm) -> list[dict[str, Any]]:
     return answers
 
 
-def test_memory_search_get_delete(ip, panel, fake_llm, tmp_path) -> None:
+def test_memory_search_get_delete(ip, panel, fake_llm, tmp_path, capsys) -> None:
     accept_two(ip, panel, fake_llm)
     store = memory(tmp_path)
-    store.add("How many patients are there?", "answer = 1", origin="auto", schema="ehrsql_mimic_iv")
     store.add("How many patients are there?", "answer = 2", origin="accepted", schema="other_schema")
     listed = panel.result("memory.search", text="")
     assert [e["question"] for e in listed["entries"]] == ["How many patients per gender?",
                                                           "How many patients are there?"]
     assert listed["schema"] == "ehrsql_mimic_iv" and all(e["origin"] == "accepted" for e in listed["entries"])
+    # what else memory holds for this dataset is listed with its origin, as %ehr memory lists it:
+    # an answer stored without review and a team's imported cell are few-shot examples too
+    auto = store.add("How many admissions are there?", "answer = 1", origin="auto", schema="ehrsql_mimic_iv")
+    imported = store.add("How many stays are there?", "answer = 3", origin="imported", schema="ehrsql_mimic_iv")
+    entries = panel.result("memory.search", text="")["entries"]
+    assert [(e["id"], e["origin"]) for e in entries[:2]] == [(imported, "imported"), (auto, "auto")]
+    ip.run_line_magic("ehr", "memory list")
+    magic_ids = [int(line.split()[0][1:]) for line in capsys.readouterr().out.splitlines() if line.startswith("#")]
+    assert magic_ids == [e["id"] for e in entries]
+    store.delete(auto)
+    store.delete(imported)
     found = panel.result("memory.search", text="patients by gender", limit=1)["entries"]
     assert len(found) == 1 and found[0]["question"] == "How many patients per gender?" and found[0]["score"] > 0
 

@@ -38,7 +38,7 @@ HELP = """%%ehr [--model M] [--steps T] [--shots K] [--knowledge separate|inline
 %ehr status                                       database, clock, model, memory
 %ehr config [KEY [VALUE]] [--save]                show or set model, base_url, steps, shots, knowledge,
                                                   timeout, memory; --save writes model/base_url to config.toml
-%ehr memory list|search TEXT|show ID|delete ID    the accepted cells of this dataset
+%ehr memory list|search TEXT|show ID|delete ID    this dataset's memory, each entry with its origin
 %ehr knowledge [TABLE]                            what ehr-magic believes about the data: clock, tables,
                                                   keys, joins, lookup columns (drafted or confirmed)
 %ehr knowledge edit [PATH] | import FILE          write the knowledge file to edit; check and store it
@@ -266,12 +266,12 @@ class EhrMagics(Magics, Configurable):
         action = args[0] if args else "list"
         schema = s.database.schema
         if action == "list":
-            entries = s.memory.list(schema=schema, limit=50)
+            entries = s.remembered(limit=50)
             for e in entries:
                 print(f"#{e.id:<5} {e.origin:<9} used {e.use_count:<3} {e.question}")
             print(f"({len(entries)} shown; schema {schema})")
         elif action == "search" and len(args) > 1:
-            for e in s.memory.search(" ".join(args[1:]), k=10, schema=schema):
+            for e in s.remembered(" ".join(args[1:]), limit=10):
                 print(f"#{e.id:<5} {e.score:6.1f} {e.origin:<9} {e.question}")
         elif action in ("show", "delete") and len(args) == 2 and args[1].lstrip("#").isdigit():
             entry_id = int(args[1].lstrip("#"))

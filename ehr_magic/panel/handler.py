@@ -210,12 +210,8 @@ class PanelHandler:
         text = p.text_param(request.params, "text", required=False, allow_empty=True)
         limit = p.int_param(request.params, "limit", default=SEARCH_LIMIT, low=1, high=500)
         session = self._ready()
-        schema = session.database.schema
-        if text:
-            entries = session.memory.search(text, k=limit, schema=schema, origins=["accepted"])
-        else:
-            entries = session.memory.list(schema=schema, origin="accepted", limit=limit)
-        return {"text": text, "schema": schema, "entries": [entry_dict(e) for e in entries]}
+        entries = session.remembered(text, limit)
+        return {"text": text, "schema": session.database.schema, "entries": [entry_dict(e) for e in entries]}
 
     def _memory_get(self, request: p.Request) -> dict[str, Any]:
         entry_id = p.int_param(request.params, "id", low=1)

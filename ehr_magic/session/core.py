@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # imported where used, so that connecting needs neither a mod
     from ehr_magic.knowledge.store import EditFile
     from ehr_magic.knowledge.view import KnowledgeView
     from ehr_magic.llm import LLMClient
+    from ehr_magic.memory import MemoryEntry
     from ehr_magic.reuse import Reuser
 
 Mode = Literal["auto", "agent", "memory"]
@@ -221,6 +222,17 @@ class Session:
     def code_names(self) -> set[str]:
         """The names every cell's code finds without defining them (``ehr``, ``pl``, ``skills``...)."""
         return set(code_namespace(self.database)[0]) | set(self.tools())
+
+    def remembered(self, text: str = "", limit: int = 50) -> list[MemoryEntry]:
+        """This dataset's memory entries, of every origin (each can be a few-shot example; accepted
+        and imported ones are also answered from): newest first, or with ``text`` the closest to it
+        first. What every front end lists, with each entry's origin."""
+        if self.memory is None:
+            return []
+        schema = self.database.schema
+        if text.strip():
+            return self.memory.search(text, k=limit, schema=schema)
+        return self.memory.list(schema=schema, limit=limit)
 
     def tools(self) -> dict[str, Any]:
         """Names generated and remembered code may use besides ``ehr``: the clinical ``skills``."""
