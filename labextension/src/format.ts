@@ -149,6 +149,14 @@ export function databaseLine(status: IStatus | null): string {
   return `${db.dataset} · ${db.schema}`;
 }
 
+/** The status's memory line: the dataset's cells in memory, and how many the analyst accepted. */
+export function memorySummary(memory: NonNullable<IStatus['memory']>): string {
+  if (memory.accepted === memory.schema) {
+    return `${formatCount(memory.accepted, 'accepted cell')} for this dataset`;
+  }
+  return `${formatCount(memory.schema, 'cell')} for this dataset, ${memory.accepted} accepted`;
+}
+
 /** The first line of a (possibly long) error, for compact display. */
 export function firstLine(text: string | null | undefined, max = 240): string {
   const line = (text ?? '').split('\n')[0];

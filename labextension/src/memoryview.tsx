@@ -1,4 +1,5 @@
-/** The memory tab: search the accepted cells of the connected dataset, insert, delete. */
+/** The memory tab: search the cells in memory for the connected dataset (accepted, imported or stored
+ * without review, each marked), insert, delete. */
 
 import React, { useEffect, useRef, useState } from 'react';
 
@@ -7,6 +8,12 @@ import { IAssistantModel, IPanelState } from './tokens';
 
 const CSS = 'jp-EhrAssistant';
 const DEBOUNCE_MS = 250;
+// What an entry's origin means, for those the analyst did not accept in a notebook.
+const ORIGINS: Record<string, string> = {
+  imported: 'imported from a file: answered from again, as an accepted cell',
+  auto: 'stored without review (memory store auto): a few-shot example, not answered from',
+  seed: 'shipped with ehr-magic, verified by a test'
+};
 
 export function MemoryView(props: { model: IAssistantModel; state: IPanelState }): JSX.Element {
   const { model, state } = props;
@@ -29,23 +36,23 @@ export function MemoryView(props: { model: IAssistantModel; state: IPanelState }
         className={`${CSS}-search`}
         type="search"
         aria-label="Search memory"
-        placeholder="Search accepted cells…"
+        placeholder="Search memory…"
         value={text}
         onChange={e => onChange(e.target.value)}
       />
       <div className={`${CSS}-muted ${CSS}-hint`}>
         {memory.loading
           ? 'Searching…'
-          : `${memory.entries.length} accepted cell${memory.entries.length === 1 ? '' : 's'}` +
-            (schema ? ` of ${schema}` : '') +
+          : `${memory.entries.length} cell${memory.entries.length === 1 ? '' : 's'} in memory` +
+            (schema ? ` for ${schema}` : '') +
             (memory.query ? ` matching “${memory.query}”` : '')}
       </div>
       {memory.error && <div className={`${CSS}-callout ${CSS}-callout-error`}>{memory.error}</div>}
       {!memory.loading && !memory.error && memory.entries.length === 0 && (
         <div className={`${CSS}-empty`}>
           {memory.query
-            ? 'No accepted cell matches.'
-            : 'No accepted cells for this dataset yet. Insert & run an answer (or run an inserted cell) to accept it.'}
+            ? 'No cell in memory matches.'
+            : 'No cells in memory for this dataset yet. Insert & run an answer (or run an inserted cell) to accept it.'}
         </div>
       )}
       <ul className={`${CSS}-entries`}>
@@ -64,6 +71,7 @@ function Entry(props: { model: IAssistantModel; entry: IMemoryEntry; confirming:
       <div className={`${CSS}-entryQuestion`}>{entry.question}</div>
       <div className={`${CSS}-entryMeta ${CSS}-muted`}>
         #{entry.id} · used {entry.use_count}× · {entry.updated_at.slice(0, 10)}
+        {entry.origin !== 'accepted' && <span className={`${CSS}-tag`} title={ORIGINS[entry.origin]}>{entry.origin}</span>}
         {entry.edited && <span className={`${CSS}-tag`}>edited</span>}
       </div>
       <details>

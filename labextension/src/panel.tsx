@@ -9,7 +9,7 @@ import { Panel as LuminoPanel, Widget } from '@lumino/widgets';
 import React, { useEffect, useRef, useState } from 'react';
 
 import { DataView } from './dataview';
-import { databaseLine, firstLine } from './format';
+import { databaseLine, firstLine, memorySummary } from './format';
 import { ehrIcon } from './icons';
 import { MemoryView } from './memoryview';
 import { RunView } from './runview';
@@ -79,7 +79,7 @@ function Panel(props: { model: IAssistantModel; state: IPanelState }): JSX.Eleme
   const body = useRef<HTMLDivElement>(null);
   const follow = useRef(true);
   const ready = state.connection === 'ready';
-  const accepted = state.status?.memory?.accepted;
+  const remembered = state.status?.memory?.schema; // what the memory tab lists: every origin
   const run = state.run;
   // while a run streams, keep its newest part in view unless the analyst scrolled up
   useEffect(() => {
@@ -111,7 +111,7 @@ function Panel(props: { model: IAssistantModel; state: IPanelState }): JSX.Eleme
             </button>
             <button role="tab" aria-selected={tab === 'memory'} className={tab === 'memory' ? 'jp-mod-active' : ''}
               onClick={() => setTab('memory')}>
-              Memory{accepted !== undefined ? ` (${accepted})` : ''}
+              Memory{remembered !== undefined ? ` (${remembered})` : ''}
             </button>
             {state.knowledge && (
               <button role="tab" aria-selected={tab === 'data'} className={tab === 'data' ? 'jp-mod-active' : ''}
@@ -257,7 +257,7 @@ function StatusGrid(props: { state: IPanelState }): JSX.Element {
         </dd>
         <dt>Memory</dt>
         <dd title={status.memory?.path ?? ''}>
-          {status.memory ? `${status.memory.accepted} accepted for this dataset` : '—'}
+          {status.memory ? memorySummary(status.memory) : '—'}
         </dd>
         <dt>Privacy</dt>
         <dd>{status.privacy}</dd>

@@ -4,6 +4,7 @@ import {
   firstLine,
   formatSeconds,
   formatValue,
+  memorySummary,
   modelLine,
   phaseLabel,
   statusText,
@@ -70,6 +71,8 @@ describe('formatting', () => {
     expect(databaseLine(null)).toBe('not connected');
     expect(modelLine(STATUS as any)).toBe('fake-model');
     expect(modelLine({ ...STATUS, model: { configured: false, error: 'x' } } as any)).toBe('not configured');
+    expect(memorySummary({ path: 'm', total: 3, schema: 1, accepted: 1 })).toBe('1 accepted cell for this dataset');
+    expect(memorySummary({ path: 'm', total: 9, schema: 3, accepted: 1 })).toBe('3 cells for this dataset, 1 accepted');
     expect(firstLine('a\nb')).toBe('a');
     expect(firstLine('x'.repeat(300), 10)).toHaveLength(10);
   });
