@@ -62,6 +62,17 @@ def test_a_period_that_groups_the_answer_is_not_a_stored_value(ehr) -> None:
     assert next(t for t in linking.terms if t.text == "daily weight").values[0].score == 100
 
 
+def test_a_span_of_time_asked_for_is_not_a_stored_item(ehr) -> None:
+    # 'length of stay' is worked out from the stay's times, not the chart items 'impaired skin length #3'
+    for question in ("What was the length of stay of patient 10021487's last ICU stay?",
+                     "What was the duration of the last infusion of patient 10021487?"):
+        linking = link_question(ehr, question)
+        assert not any(word in v.value for v in linking.values() for word in ("length", "duration")), linking.terms
+    # said whole, a stored name with the same words is still the value
+    linking = link_question(ehr, "What was the length of urine collection of patient 10021487?")
+    assert ("d_labitems", "label", "length of urine collection") in pairs(linking)
+
+
 def test_a_count_written_as_a_word_is_not_a_stored_term(ehr) -> None:
     # 'five' is a word of 'open fracture of five ribs', but here it says how many diagnoses to list
     assert link_question(ehr, "What are the top five most frequent diagnoses?").empty

@@ -98,6 +98,9 @@ _STATISTICS = frozenset("""
 average averages mean median minimum min lowest maximum max highest peak total totals sum count counts number
 amount amounts summary records rate
 """.split())
+# A span before 'of' asks for a duration worked out from times ('length of stay', 'duration of the
+# infusion'), not for a stored item named so (a wound's 'Site Length #1').
+_SPANS = frozenset("length lengths duration durations".split())
 
 
 Row = tuple[tuple[str, Any], ...]  # a dictionary row as (column, value) pairs
@@ -218,7 +221,9 @@ class _Token:
     word: str
     start: int  # character offsets in the question
     end: int
-    grouping: bool = False  # a period adverb that groups the answer ('daily' of 'daily maximum')
+    # says how the answer is worked out, not what is stored: a period adverb that groups it ('daily'
+    # of 'daily maximum'), a span of time ('length' of 'length of stay')
+    grouping: bool = False
 
 
 # Linking sits beside knowledge, which imports it, so it names what it reads of the handle and
@@ -300,9 +305,10 @@ class QuestionLinker:
         """The stored values ``question``'s words may mean (see the module docstring)."""
         matches = list(_TOKEN.finditer(question))
         lowered = [m.group().lower() for m in matches]
-        tokens = [_Token(m.group(), word, m.start(), m.end(),
-                         word in _PERIODS and position + 1 < len(lowered) and lowered[position + 1] in _STATISTICS)
-                  for position, (m, word) in enumerate(zip(matches, lowered))]
+        following = [*lowered[1:], ""]
+        tokens = [_Token(m.group(), word, m.start(), m.end(), (word in _PERIODS and then in _STATISTICS)
+                         or (word in _SPANS and then == "of"))
+                  for m, word, then in zip(matches, lowered, following)]
         words = [t.word for t in tokens]
         lookup_columns = self.ehr.lookup_columns()
         unindexed = [pair for pair in lookup_columns if pair not in self._columns]
