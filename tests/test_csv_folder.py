@@ -219,6 +219,30 @@ def test_parquet_and_gzip_files_load_too(tmp_path: Path) -> None:
         assert "patients ON encounters.patient = patients.id" in ehr.knowledge.tables["encounters"].joins
 
 
+def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_commas(tmp_path: Path) -> None:
+    """Spreadsheet exports: ';' with decimal commas and a byte order mark, tabs, '|'; a comma file
+    whose header quotes a '|' stays a comma file, and a ';' file written with decimal points keeps them."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "patients.csv").write_bytes("\ufeffPatient ID;Sex;Weight (kg)\n1;F;70,5\n2;M;82,0\n3;F;\n".encode())
+    (folder / "labs.csv").write_text("patient_id\tlab\tresult\n1\tHb\t12.5\n2\tK\t4.1\n")
+    (folder / "notes.csv").write_text("patient_id|note\n1|fever, cough\n")
+    (folder / "codes.csv").write_text('code,"name|short"\nA1,alpha\nB2,beta\n')
+    (folder / "vitals.csv").write_text("patient_id;temp\n1;37.5\n2;38.25\n")
+    report = sources.load("csv", [folder], tmp_path / "e.duckdb")
+    assert report.tables == {"codes": 2, "labs": 2, "notes": 1, "patients": 3, "vitals": 2}
+    with duckdb.connect(str(tmp_path / "e.duckdb"), read_only=True) as con:
+        def rows(sql: str) -> list[tuple]:
+            return con.execute(sql).fetchall()
+
+        assert rows('SELECT "patient id", sex, "weight (kg)" FROM patients ORDER BY 1') == [
+            (1, "F", 70.5), (2, "M", 82.0), (3, "F", None)]
+        assert rows("SELECT lab, result FROM labs ORDER BY 1") == [("Hb", 12.5), ("K", 4.1)]
+        assert rows("SELECT note FROM notes") == [("fever, cough",)]
+        assert rows('SELECT code, "name|short" FROM codes ORDER BY 1') == [("A1", "alpha"), ("B2", "beta")]
+        assert rows("SELECT temp FROM vitals ORDER BY 1") == [(37.5,), (38.25,)]
+
+
 def _bad_folders(root: Path) -> dict[str, tuple[Path, list[str]]]:
     """name -> (folder, words the one-sentence error must contain)."""
     cases: dict[str, tuple[Path, list[str]]] = {}

@@ -175,9 +175,49 @@ def load_tables(
     return report
 
 
-# Standard CSV, stated rather than sniffed: the sniffer can take a ragged file for a
-# one-column one (or a header further down) and load it silently.
-_DIALECT = "header=true, delim=',', quote='\"', escape='\"', skip=0, strict_mode=true, null_padding=false"
+# CSV, stated rather than sniffed: the sniffer can take a ragged file for a one-column one (or a
+# header further down) and load it silently. Only the delimiter and the decimal mark are read from
+# the file (``_dialect``).
+_OTHER_DELIMITERS = ";\t|"
+_SAMPLE_LINES = 200  # lines read to tell the decimal mark
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+_DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
+
+
+@dataclass(frozen=True)
+class _Dialect:
+    delimiter: str = ","
+    decimal_comma: bool = False
+
+    @property
+    def options(self) -> str:
+        """As read_csv options."""
+        delimiter = "\\t" if self.delimiter == "\t" else self.delimiter
+        decimal = ", decimal_separator=','" if self.decimal_comma else ""
+        return (f"header=true, delim='{delimiter}', quote='\"', escape='\"', skip=0, strict_mode=true, "
+                f"null_padding=false{decimal}")
+
+
+def _dialect(path: Path) -> _Dialect:
+    """How ``path`` is written: fields separated by commas unless its header row has none, then by
+    whichever of ';', tab or '|' splits it most (spreadsheet exports in many countries use ';'
+    with decimal commas); where fields are not separated by commas, numbers written with a
+    decimal comma ('70,5') are read as numbers."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
+            lines = [line for _, line in zip(range(_SAMPLE_LINES), handle) if line.strip()]
+    except (OSError, EOFError, zlib.error):
+        return _Dialect()  # unreadable: DuckDB's read says why
+    if not lines or len(next(csv.reader(lines[:1]), [])) > 1:
+        return _Dialect()
+    widths = {d: len(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
+    delimiter = max(_OTHER_DELIMITERS, key=lambda d: widths[d])
+    if widths[delimiter] == 1:
+        return _Dialect()  # one column
+    fields = [f.strip() for row in csv.reader(lines[1:], delimiter=delimiter) for f in row]
+    comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
+    return _Dialect(delimiter, comma)
 
 
 def _blank(path: Path) -> bool:
@@ -196,12 +236,13 @@ def _blank(path: Path) -> bool:
 def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str]) -> int:
     literal = str(path).replace("'", "''")
     parquet = path.name.lower().endswith(".parquet")
+    dialect = _Dialect() if parquet else _dialect(path)
     try:
         if parquet:
             reader = f"read_parquet('{literal}')"
         else:
             header = con.execute(
-                f"SELECT * FROM read_csv('{literal}', {_DIALECT}, all_varchar=true, sample_size=1) LIMIT 0"
+                f"SELECT * FROM read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1) LIMIT 0"
             ).description
             types = {}
             for col in header:
@@ -209,29 +250,29 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
                 if dtype:
                     types[col[0]] = dtype
             type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
-            reader = f"read_csv('{literal}', {_DIALECT}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
+            reader = f"read_csv('{literal}', {dialect.options}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
         columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
         select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
         con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
     except duckdb.Error as exc:
         if not parquet and "sniffing" in str(exc).lower():
-            exc = _strict_read_error(con, path) or exc
+            exc = _strict_read_error(con, path, dialect) or exc
         raise DataSourceError(read_error(path, table, exc)) from None
     return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
 
 
-def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.Error | None:
+def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dialect) -> duckdb.Error | None:
     """When the sniffer gave up, a plain text read with the header's width names the bad line."""
     try:
         opener = gzip.open if path.name.lower().endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
-            width = len(next(csv.reader(handle), [])) or 1
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
+            width = len(next(csv.reader(handle, delimiter=dialect.delimiter), [])) or 1
     except (OSError, EOFError):
         return None  # the DuckDB error already says what is wrong with the file
     literal = str(path).replace("'", "''")
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
     try:
-        con.execute(f"SELECT count(*) FROM read_csv('{literal}', {_DIALECT}, auto_detect=false, "
+        con.execute(f"SELECT count(*) FROM read_csv('{literal}', {dialect.options}, auto_detect=false, "
                     f"columns={{{columns}}})").fetchall()
     except duckdb.Error as exc:
         return exc
