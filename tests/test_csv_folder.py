@@ -243,6 +243,27 @@ def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_comm
         assert rows("SELECT temp FROM vitals ORDER BY 1") == [(37.5,), (38.25,)]
 
 
+def test_names_and_values_sql_cannot_read_bare_are_shown_as_the_model_should_write_them(tmp_path: Path) -> None:
+    """A spreadsheet's headers ('Weight (kg)') stay the column names, so the prompt shows them quoted;
+    a value with a line break is shown as an exact literal on one line, and both work as written."""
+    folder = tmp_path / "sheet"
+    folder.mkdir()
+    (folder / "patients.csv").write_text("Patient ID,Sex,Weight (kg)\n1,F,70.5\n2,M,82.0\n3,F,61.0\n")
+    (folder / "admissions.csv").write_text('Patient ID,Diagnosis\n1,"Sepsis\nwith shock"\n2,Pneumonia\n'
+                                           "3,Pneumonia\n1,Pneumonia\n")
+    sources.load("csv", [folder], tmp_path / "s.duckdb")
+    with ehr_magic.connect(tmp_path / "s.duckdb") as ehr:
+        index = system_prompt(ehr)
+        assert 'patients: "patient id", sex, "weight (kg)"' in index
+        described = ehr.knowledge.tables["patients"].detail()
+        assert '\n- "weight (kg)": DOUBLE' in described and '\n- sex: VARCHAR' in described
+        diagnosis = ehr.knowledge.tables["admissions"].columns["diagnosis"]
+        literal = "'Sepsis' || chr(10) || 'with shock'"
+        assert literal in diagnosis and "\n" not in diagnosis
+        assert ehr.sql('SELECT avg("weight (kg)") AS w FROM patients').item() == pytest.approx(71.1666, rel=1e-4)
+        assert ehr.sql(f"SELECT count(*) FROM admissions WHERE diagnosis = {literal}").item() == 1
+
+
 def _bad_folders(root: Path) -> dict[str, tuple[Path, list[str]]]:
     """name -> (folder, words the one-sentence error must contain)."""
     cases: dict[str, tuple[Path, list[str]]] = {}

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from ehr_magic.agent import prompts, table_choice
+from ehr_magic.identifiers import shown_identifier, text_literal
 from ehr_magic.knowledge.handle import Database
 from ehr_magic.linking.question import Linking, StoredValue
 from ehr_magic.runtime.executor import SHOWN_ROWS, ErrorInfo
@@ -162,8 +163,9 @@ def index_columns(ehr: Database, table: str, shared: Collection[str] = (), *,
     """The column names of ``table``, with the type of time columns only (a name seldom says it
     holds a time, and dates are where code goes wrong; other types cost tokens and help little),
     leaving out the ``shared`` ones the index states once (or giving ``only`` those)."""
-    return ", ".join(f"{name} {kind.split('(')[0].split(' ')[0].lower()}" if kind.upper().startswith(_TIME_TYPES)
-                     else name for name, kind in ehr.columns(table).items()
+    return ", ".join(f"{shown_identifier(name)} {kind.split('(')[0].split(' ')[0].lower()}"
+                     if kind.upper().startswith(_TIME_TYPES) else shown_identifier(name)
+                     for name, kind in ehr.columns(table).items()
                      if name not in shared and (only is None or name in only))
 
 
@@ -200,11 +202,6 @@ def _plain_tables(ehr: Database, tables: Sequence[str], *, types: bool) -> str:
     return "\n".join(f"{t}({', '.join(column(c, d) for c, d in ehr.columns(t).items())})" for t in tables)
 
 
-def sql_text(value: str) -> str:
-    """A stored value as an SQL string literal, as the model would write it."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 def linked_values(linking: Linking | None) -> str:
     """The stored values a question's words may name (``ehr_magic.linking.question``), one line
     each with its ``table.column`` and, for a dictionary row, its key and short columns; "" when
@@ -214,7 +211,7 @@ def linked_values(linking: Linking | None) -> str:
     lines = []
     for term in linking.terms:
         lines.append(f'- "{term.text}"' + (f" ({term.meaning})" if term.meaning else "") + ":")
-        lines += [f"  {v.table}.{v.column} = {sql_text(v.value)}{_rows(v)}" for v in term.values]
+        lines += [f"  {v.table}.{shown_identifier(v.column)} = {text_literal(v.value)}{_rows(v)}" for v in term.values]
         if term.more and term.more_elsewhere:  # one column's lookup would not show them all
             lines.append("  " + prompts.phrase("values_more_elsewhere", more=term.more, term=repr(term.text)))
         elif term.more:
@@ -234,7 +231,7 @@ def _rows(value: StoredValue) -> str:
 
     def cell(column: str, text: str) -> str:
         return f"{column} {text}" if column == value.key and text.lstrip("-").isdigit() else \
-            f"{column} {sql_text(text)}"
+            f"{column} {text_literal(text)}"
 
     if all(len(row) == 1 for row in value.rows) and len({row[0][0] for row in value.rows}) == 1:
         column = value.rows[0][0][0]  # keys only: "itemid 50811, 51222"

@@ -75,6 +75,7 @@ from typing import Any
 import yaml
 
 from ehr_magic.errors import EhrMagicError
+from ehr_magic.identifiers import shown_identifier
 from ehr_magic.text import closest
 
 __all__ = ["Hierarchy", "Knowledge", "TableInfo", "available", "load", "parse"]
@@ -234,7 +235,7 @@ class TableInfo:
         tables' own text, earlier in the prompt, says them."""
         joins = self._joins_not_in(stated)
         said = f" Joins: {grouped_joins(self.name, joins)}." if joins else ""
-        listed = f" Columns: {', '.join(self.columns)}." if columns else ""
+        listed = f" Columns: {', '.join(map(shown_identifier, self.columns))}." if columns else ""
         return f"- {self.name}: {self.row.strip()}{listed}{said}"
 
     def _joins_not_in(self, stated: Collection[str]) -> list[str]:
@@ -261,7 +262,7 @@ class TableInfo:
         sent to ehr.lookup or whose meaning quotes every value it holds."""
         module = f" [{self.module}]" if self.module else ""
         lines = [f"## {self.name}{module}: {_join_sentences(self.row, self.description)}"]
-        lines += [f"- {column}: {text}" for column, text in self.columns.items()
+        lines += [f"- {shown_identifier(column)}: {text}" for column, text in self.columns.items()
                   if not said or said.get(column) != text]
         joins = [j for j in self._joins_not_in(stated) if not self.said_by_column(j)]
         if joins:
@@ -269,7 +270,7 @@ class TableInfo:
         looked_up = [c for c in self.vocabulary if "ehr.lookup" not in self.columns.get(c, "")
                      and not quotes_every_value(self.columns.get(c, ""))]
         if looked_up:
-            lines.append("look up values of: " + ", ".join(looked_up))
+            lines.append("look up values of: " + ", ".join(map(shown_identifier, looked_up)))
         return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
 
+from ehr_magic.identifiers import text_literal
 from ehr_magic.knowledge.drafting import naming
 from ehr_magic.knowledge.drafting.joins import Join, sql_name
 from ehr_magic.knowledge.drafting.profiling import VOCABULARY_MAX, Column, Table
@@ -138,7 +139,7 @@ def _examples(column: Column) -> str:
     """A code column's examples as its description writes them: text quoted, numbers as they are,
     within the characters a value list gets."""
     shown = shown_values(column.examples)
-    return ", ".join(quote_text(v) if column.text else v for v in shown)
+    return ", ".join(text_literal(v) if column.text else v for v in shown)
 
 
 def shown_values(values: Sequence[str]) -> list[str]:
@@ -185,14 +186,14 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         if column.code_like and column.text:
             parts.append(CODES_AS_TEXT)
     elif column.values and column.distinct == 1:
-        parts.append(f"always {quote_text(column.values[0][0])}")
+        parts.append(f"always {text_literal(column.values[0][0])}")
     elif lists and values_of is not None:
         every = column.distinct == values_of.distinct
         parts.append(f"the same {count(column.distinct, 'value')} as {values_of.name}" if every
                      else f"{column.distinct} of the values of {values_of.name}")
     elif lists:  # a few codes are shown: sex 'F', 'M'
         listed = shown_values([value for value, _ in column.values])
-        shown = ", ".join(quote_text(v) for v in listed)
+        shown = ", ".join(text_literal(v) for v in listed)
         more = f" and {column.distinct - len(listed)} more" if column.distinct > len(listed) else ""
         parts.append(f"{count(column.distinct, 'value')} ({shown}{more})")
     elif vocabulary:
@@ -290,10 +291,6 @@ def show(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
-
-
-def quote_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def count(n: int, noun: str) -> str:
