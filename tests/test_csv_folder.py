@@ -243,6 +243,27 @@ def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_comm
         assert rows("SELECT temp FROM vitals ORDER BY 1") == [(37.5,), (38.25,)]
 
 
+def test_latin_1_and_utf_16_files_load_and_a_file_utf_8_only_at_its_start_is_one_sentence(tmp_path: Path) -> None:
+    folder = tmp_path / "windows"
+    folder.mkdir()
+    (folder / "staff.csv").write_bytes("id;Ärztin;Größe\n1;Dr. Müller;180,5\n2;Dr. Öz;175,0\n".encode("latin-1"))
+    (folder / "notes.csv").write_bytes("id\tname\n1\tMüller\n".encode("utf-16"))  # with its byte order mark
+    sources.load("csv", [folder], tmp_path / "w.duckdb")
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        assert con.execute('SELECT "ärztin", "größe" FROM staff ORDER BY id').fetchall() == [
+            ("Dr. Müller", 180.5), ("Dr. Öz", 175.0)]
+        assert con.execute("SELECT name FROM notes").fetchall() == [("Müller",)]
+
+    late = tmp_path / "late"
+    late.mkdir()
+    rows = "".join(f"{i},Müller\n" for i in range(20_000)).encode()  # UTF-8 well past the sample read
+    (late / "staff.csv").write_bytes(b"id,name\n" + rows + "20000,Öz\n".encode("latin-1"))
+    out = tmp_path / "l.duckdb"
+    line = one_error_line(run("data", "load", "csv", str(late), "--out", str(out), "--quiet"))
+    assert "staff.csv" in line and "is not UTF-8, though its start is; save it as UTF-8 throughout" in line, line
+    assert not out.exists()
+
+
 def test_names_and_values_sql_cannot_read_bare_are_shown_as_the_model_should_write_them(tmp_path: Path) -> None:
     """A spreadsheet's headers ('Weight (kg)') stay the column names, so the prompt shows them quoted;
     a value with a line break is shown as an exact literal on one line, and both work as written."""

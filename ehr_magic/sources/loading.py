@@ -7,6 +7,7 @@ to detect types (a sample can mistake a code column for numbers).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import datetime as dt
 import gzip
@@ -179,7 +180,8 @@ def load_tables(
 # header further down) and load it silently. Only the delimiter and the decimal mark are read from
 # the file (``_dialect``).
 _OTHER_DELIMITERS = ";\t|"
-_SAMPLE_LINES = 200  # lines read to tell the decimal mark
+_SAMPLE_BYTES = 1 << 16  # read to tell the text encoding, the delimiter and the decimal mark
+_SAMPLE_LINES = 200
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 _DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
 
@@ -188,36 +190,49 @@ _DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
 class _Dialect:
     delimiter: str = ","
     decimal_comma: bool = False
+    encoding: str = "utf-8"  # as DuckDB names it: utf-8, utf-16 or latin-1
 
     @property
     def options(self) -> str:
         """As read_csv options."""
         delimiter = "\\t" if self.delimiter == "\t" else self.delimiter
         decimal = ", decimal_separator=','" if self.decimal_comma else ""
+        encoding = f", encoding='{self.encoding}'" if self.encoding != "utf-8" else ""
         return (f"header=true, delim='{delimiter}', quote='\"', escape='\"', skip=0, strict_mode=true, "
-                f"null_padding=false{decimal}")
+                f"null_padding=false{decimal}{encoding}")
 
 
 def _dialect(path: Path) -> _Dialect:
-    """How ``path`` is written: fields separated by commas unless its header row has none, then by
-    whichever of ';', tab or '|' splits it most (spreadsheet exports in many countries use ';'
-    with decimal commas); where fields are not separated by commas, numbers written with a
-    decimal comma ('70,5') are read as numbers."""
+    """How ``path`` is written. Its text is UTF-8, or UTF-16 after that encoding's byte order mark
+    (a spreadsheet's "Unicode text"), or else Latin-1 (an older Windows export's 'Müller').
+    Fields are separated by commas unless its header row has none, then by whichever of ';', tab or
+    '|' splits it most (spreadsheet exports in many countries use ';' with decimal commas); where
+    fields are not separated by commas, numbers written with a decimal comma ('70,5') are read as
+    numbers."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
-            lines = [line for _, line in zip(range(_SAMPLE_LINES), handle) if line.strip()]
+        with opener(path, "rb") as handle:
+            raw = handle.read(_SAMPLE_BYTES)
     except (OSError, EOFError, zlib.error):
         return _Dialect()  # unreadable: DuckDB's read says why
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding, text = "utf-16", raw[:len(raw) // 2 * 2].decode("utf-16", errors="replace")
+    else:
+        try:  # a character cut at the sample's end is no error
+            text = codecs.getincrementaldecoder("utf-8-sig")().decode(raw, final=False)
+            encoding = "utf-8"
+        except UnicodeDecodeError:
+            encoding, text = "latin-1", raw.decode("latin-1")
+    lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
     if not lines or len(next(csv.reader(lines[:1]), [])) > 1:
-        return _Dialect()
+        return _Dialect(encoding=encoding)
     widths = {d: len(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
     delimiter = max(_OTHER_DELIMITERS, key=lambda d: widths[d])
     if widths[delimiter] == 1:
-        return _Dialect()  # one column
+        return _Dialect(encoding=encoding)  # one column
     fields = [f.strip() for row in csv.reader(lines[1:], delimiter=delimiter) for f in row]
     comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
-    return _Dialect(delimiter, comma)
+    return _Dialect(delimiter, comma, encoding)
 
 
 def _blank(path: Path) -> bool:
@@ -265,7 +280,8 @@ def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dia
     """When the sniffer gave up, a plain text read with the header's width names the bad line."""
     try:
         opener = gzip.open if path.name.lower().endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
+        encoding = "utf-8-sig" if dialect.encoding == "utf-8" else dialect.encoding
+        with opener(path, "rt", encoding=encoding, errors="replace", newline="") as handle:
             width = len(next(csv.reader(handle, delimiter=dialect.delimiter), [])) or 1
     except (OSError, EOFError):
         return None  # the DuckDB error already says what is wrong with the file
@@ -305,6 +321,8 @@ def read_error(path: Path, table: str, exc: duckdb.Error) -> str:
         problem = f"a value{at} does not fit its column's type"
     elif "parquet" in lowered or "magic bytes" in lowered:
         problem = "it is not a valid parquet file"
+    elif "not utf-8 encoded" in lowered or "invalid unicode" in lowered:
+        problem = f"its text{at} is not UTF-8, though its start is; save it as UTF-8 throughout"
     elif "sniffing" in lowered:
         problem = "it is not a comma-separated file with a header row"
     else:
