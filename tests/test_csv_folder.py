@@ -225,7 +225,7 @@ def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_comm
     folder = tmp_path / "exports"
     folder.mkdir()
     (folder / "patients.csv").write_bytes("\ufeffPatient ID;Sex;Weight (kg)\n1;F;70,5\n2;M;82,0\n3;F;\n".encode())
-    (folder / "labs.csv").write_text("patient_id\tlab\tresult\n1\tHb\t12.5\n2\tK\t4.1\n")
+    (folder / "labs.tsv").write_text("patient_id\tlab\tresult\n1\tHb\t12.5\n2\tK\t4.1\n")
     (folder / "notes.csv").write_text("patient_id|note\n1|fever, cough\n")
     (folder / "codes.csv").write_text('code,"name|short"\nA1,alpha\nB2,beta\n')
     (folder / "vitals.csv").write_text("patient_id;temp\n1;37.5\n2;38.25\n")
@@ -291,7 +291,7 @@ def _bad_folders(root: Path) -> dict[str, tuple[Path, list[str]]]:
     empty = root / "empty"
     (empty / "sub").mkdir(parents=True)
     (empty / "notes.txt").write_text("not a table")
-    cases["empty"] = (empty, ["No .csv, .csv.gz or .parquet files", str(empty)])
+    cases["empty"] = (empty, ["No .csv, .tsv (or gzipped) or .parquet files", str(empty)])
     nested = root / "nested"
     (nested / "hosp").mkdir(parents=True)
     shutil.copy(SYNTHEA / "devices.csv", nested / "hosp" / "devices.csv")

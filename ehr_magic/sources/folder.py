@@ -1,4 +1,4 @@
-"""Any folder of CSV, gzipped CSV or parquet files: one table per file, knowledge drafted.
+"""Any folder of CSV or TSV (gzipped or not) or parquet files: one table per file, knowledge drafted.
 
 The table name is the file name without its suffix, lower-cased and made a plain SQL
 identifier (``Lab Results.csv`` -> ``lab_results``). Types are inferred by DuckDB from
@@ -92,7 +92,7 @@ def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
         below = sorted({p.parent.name for f in folders for p in f.glob("*/*")
                         if p.is_file() and p.name.lower().endswith(SUFFIXES)})
         hint = f" Its subfolders {', '.join(below)} hold some: pass those instead." if below else ""
-        raise DataSourceError(f"No .csv, .csv.gz or .parquet files in {', '.join(map(str, folders))}.{hint}")
+        raise DataSourceError(f"No .csv, .tsv (or gzipped) or .parquet files in {', '.join(map(str, folders))}.{hint}")
     return files
 
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int, int], None]
 Finish = Callable[[duckdb.DuckDBPyConnection, "LoadReport"], "dt.datetime | None"]
-SUFFIXES = (".csv.gz", ".csv", ".parquet")
+SUFFIXES = (".csv.gz", ".csv", ".tsv.gz", ".tsv", ".parquet")
 
 
 @dataclass
