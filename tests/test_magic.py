@@ -22,10 +22,10 @@ def fenced(code: str) -> str:
 
 
 def ipython_shell(database: Path | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *,
-                  kernel: object | None = None) -> Iterator[InteractiveShell]:
+                  kernel: object | None = None, config: dict | None = None) -> Iterator[InteractiveShell]:
     """A real IPython shell with the extension loaded on ``database`` (None: no
     EHR_MAGIC_DB, so the demo database) and a private memory (``kernel``: a stand-in for
-    the kernel, e.g. one with a comm manager for the panel).
+    the kernel, e.g. one with a comm manager for the panel; ``config``: more IPython configuration).
 
     It keeps no history and leaves nothing for interpreter exit: every shell registers an
     exit handler that resets it with a full garbage collection, which made the whole
@@ -35,7 +35,7 @@ def ipython_shell(database: Path | None, monkeypatch: pytest.MonkeyPatch, tmp_pa
     else:
         monkeypatch.setenv("EHR_MAGIC_DB", str(database))
     monkeypatch.setenv("EHR_MAGIC_MEMORY", str(tmp_path / "memory.sqlite"))
-    shell = InteractiveShell(config=Config({"HistoryManager": {"enabled": False}}))
+    shell = InteractiveShell(config=Config({"HistoryManager": {"enabled": False}, **(config or {})}))
     atexit.unregister(shell.atexit_operations)
     if kernel is not None:
         shell.kernel = kernel
@@ -169,6 +169,16 @@ def test_bad_options_are_usage_errors(ip, capsys) -> None:
     assert "Traceback" not in err.out + err.err
     result = ip.run_cell("%%ehr\n   ")
     assert not result.success
+
+
+def test_a_configured_setting_out_of_range_loads_with_the_default_and_says_so(ehrsql_db, monkeypatch, tmp_path,
+                                                                          capsys) -> None:
+    for shell in ipython_shell(ehrsql_db, monkeypatch, tmp_path, config={"EhrMagics": {"steps": 0, "shots": 2}}):
+        magics = shell._ehr_magic[0]
+        assert (magics.steps, magics.shots) == (10, 2)  # the other settings of the file still hold
+        out = capsys.readouterr().out
+        assert ("ehr-magic: steps must be a whole number from 1 to 50; got 0. The configuration's value is not "
+                "used: steps = 10.") in out and "Traceback" not in out
 
 
 @pytest.mark.parametrize(("setting", "value", "message"), [

@@ -80,14 +80,20 @@ class EhrMagics(Magics, Configurable):
     @validate("steps", "shots", "timeout")
     def _in_range(self, proposal: Any) -> Any:
         # The agent's own check, so that a value it would refuse is never kept (a --save, an observer).
+        trait = proposal["trait"]
         try:
-            return checked_setting(proposal["trait"].name, proposal["value"])
+            return checked_setting(trait.name, proposal["value"])
         except ConfigError as exc:
-            raise TraitError(str(exc)) from None
+            if getattr(self, "_configured", False):
+                raise TraitError(str(exc)) from None
+            # read from the IPython configuration while loading: say so and load with the default
+            self._say(f"ehr-magic: {exc} The configuration's value is not used: {trait.name} = {trait.default_value}.")
+            return trait.default_value
 
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
         Configurable.__init__(self, config=shell.config, parent=shell)
+        self._configured = True  # from here on, a value out of range is refused (``_in_range``)
         self.session = Session()  # connected on first use (``_ready``)
         self.observe(self._settings_changed, names=list(_CONFIG_KEYS))
 
