@@ -261,3 +261,28 @@ def test_a_big_tables_distinct_values_counted_on_its_sample_say_there_may_be_mor
     assert columns["term"] == "VARCHAR, at least 3,000 distinct terms, find them with ehr.lookup.", columns["term"]
     assert columns["note"].startswith("VARCHAR, about ") and columns["note"].endswith(" distinct values or more."), \
         columns["note"]
+
+
+def test_words_every_file_name_shares_with_its_folder_say_the_dataset_not_the_row(tmp_path: Path) -> None:
+    """Files named for their dataset (an export's 'mimic_iv_demo_meds_events') are read past the
+    dataset's words: a row is an event, not a 'mimic intravenous demographics medications event'.
+    A word only some of the names begin with still says what a row is ('lab' of 'lab_results')."""
+    export = tmp_path / "mimic-iv-demo-meds-flattened"
+    export.mkdir()
+    write_csv(export / "mimic_iv_demo_meds_events.csv", "subject_id,time,code",
+              (f"{i % 9},2150-01-{1 + i % 28:02d} 08:00:00,C{i % 4}" for i in range(40)))
+    write_csv(export / "mimic_iv_demo_meds_labels.csv", "code,label", (f"C{i},label {i}" for i in range(4)))
+    sources.load("csv", [export], tmp_path / "meds.duckdb")
+    with ehr_magic.connect(tmp_path / "meds.duckdb") as ehr:
+        rows = {name: info.row for name, info in ehr.knowledge.tables.items()}
+    assert rows["mimic_iv_demo_meds_events"].startswith("One row per event."), rows
+    assert rows["mimic_iv_demo_meds_labels"].startswith("One row per label."), rows
+
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    write_csv(lab / "lab_results.csv", "item_id,value", (f"{i % 4},{i}" for i in range(20)))
+    write_csv(lab / "lab_items.csv", "item_id,name", (f"{i},test {i}" for i in range(4)))
+    write_csv(lab / "patients.csv", "patient_id,sex", (f"{i},{'FM'[i % 2]}" for i in range(5)))
+    sources.load("csv", [lab], tmp_path / "lab.duckdb")
+    with ehr_magic.connect(tmp_path / "lab.duckdb") as ehr:
+        assert ehr.knowledge.tables["lab_results"].row.startswith("One row per lab result.")

@@ -31,7 +31,7 @@ from pathlib import Path
 import duckdb
 
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.knowledge.drafting import meaning
+from ehr_magic.knowledge.drafting import meaning, naming
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
 from ehr_magic.knowledge.model import Knowledge, TableInfo
 from ehr_magic.knowledge.drafting.profiling import Column, Table, column_types, profile, settle_row_numbers
@@ -168,6 +168,7 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
             referrers[join.target].append(join.table)
     dictionaries = {t.name for t in tables.values() if meaning.is_dictionary(t, len(referrers.get(t.name, ())))}
     infos: dict[str, TableInfo] = {}
+    skip = naming.dataset_words([t.original or t.name for t in tables.values()], dataset)
     for table in tables.values():
         own = by_table.get(table.name, {})
         vocabulary = meaning.lookup_columns(table, table.name in dictionaries, own)
@@ -182,7 +183,7 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         for column, phrase in meaning.line_parts(table, own, dictionaries, tables).items():
             if column in columns:
                 columns[column] = meaning.with_phrase(column, columns[column], phrase)
-        row = meaning.table_line(table, referrers.get(table.name, []))
+        row = meaning.table_line(table, referrers.get(table.name, []), skip)
         infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
                                       joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
                                       key=table.key)

@@ -249,9 +249,10 @@ def line_parts(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
     return parts
 
 
-def table_line(table: Table, referrers: list[str]) -> str:
-    """What one row is, the tables that refer to it, and its size (its columns say what they hold)."""
-    line = f"One row per {naming.entity(table.original or table.name)}."
+def table_line(table: Table, referrers: list[str], skip: int = 0) -> str:
+    """What one row is (the name's first ``skip`` words only say the dataset: ``naming.dataset_words``),
+    the tables that refer to it, and its size (its columns say what they hold)."""
+    line = f"One row per {naming.entity(table.original or table.name, skip)}."
     if len(referrers) > NAMED_REFERRERS:
         # a hub (patients, visits): how many refer to it says what it is; their own columns say the joins
         line += f" Referred to by {len(referrers)} tables."

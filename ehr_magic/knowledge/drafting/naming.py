@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -17,8 +18,8 @@ import typeguard
 from ehr_magic.linking.names import english, known, words
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 
-__all__ = ["GENERIC", "PEOPLE", "english", "entity", "known", "meaningful", "phrase", "read", "singular", "understood",
-           "words"]
+__all__ = ["GENERIC", "PEOPLE", "dataset_words", "english", "entity", "known", "meaningful", "phrase", "read",
+           "singular", "understood", "words"]
 
 # Words that say "an identifier", not what is identified.
 GENERIC = frozenset({"id", "ids", "key", "keys", "code", "codes", "num", "number", "no", "nr", "ref", "fk", "pk",
@@ -99,8 +100,24 @@ def phrase(name: str) -> str:
     return " ".join(read(name)).replace("date time", "date/time") or name
 
 
-def entity(table: str) -> str:
+def entity(table: str, skip: int = 0) -> str:
     """What one row of ``table`` is, from its name: ``lab_results`` -> ``lab result``, ``HSP_ENC``
-    -> ``hospital encounter``."""
-    parts = [w for w in read(table) if w not in GENERIC and not w.isdigit()] or list(read(table)) or [table]
+    -> ``hospital encounter``; the first ``skip`` words only say the dataset (``dataset_words``)."""
+    said = read(table)[skip:]
+    parts = [w for w in said if w not in GENERIC and not w.isdigit()] or list(said) or [table]
     return " ".join([*parts[:-1], singular(parts[-1])])
+
+
+def dataset_words(tables: Sequence[str], dataset: str) -> int:
+    """How many leading words of the names of ``tables`` only say which dataset they belong to: the
+    run every name (of two or more) begins with and the dataset's own name has too, with a word
+    left after it in each. Files ``mimic_iv_demo_meds_events`` and ``mimic_iv_demo_meds_labels`` of
+    folder ``mimic-iv-demo-meds-flattened``: 4, so that a row is an event, not a 'mimic intravenous
+    demographics medications event'."""
+    said = [read(t) for t in tables]
+    own = set(read(dataset))
+    skip = 0
+    while (len(said) > 1 and all(len(words) > skip + 1 for words in said)
+           and len({words[skip] for words in said}) == 1 and said[0][skip] in own):
+        skip += 1
+    return skip
