@@ -219,7 +219,8 @@ def test_parquet_and_gzip_files_load_too(tmp_path: Path) -> None:
         assert "patients ON encounters.patient = patients.id" in ehr.knowledge.tables["encounters"].joins
 
 
-def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_commas(tmp_path: Path) -> None:
+def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_commas_and_bare_quotes(
+        tmp_path: Path) -> None:
     """Spreadsheet exports: ';' with decimal commas and a byte order mark, tabs, '|'; a comma file
     whose header quotes a '|' stays a comma file, and a ';' file written with decimal points keeps them."""
     folder = tmp_path / "exports"
@@ -229,8 +230,11 @@ def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_comm
     (folder / "notes.csv").write_text("patient_id|note\n1|fever, cough\n")
     (folder / "codes.csv").write_text('code,"name|short"\nA1,alpha\nB2,beta\n')
     (folder / "vitals.csv").write_text("patient_id;temp\n1;37.5\n2;38.25\n")
+    # a vocabulary export that never quotes (a name may start with a quote), and one that quotes a tab
+    (folder / "concept.csv").write_text('concept_id\tconcept_name\n1\t"Elderly" patient\n2\tSaline "Baxter"\n')
+    (folder / "terms.tsv").write_text('id\tterm\n1\t"a\tb"\n2\t"say ""hi"""\n')
     report = sources.load("csv", [folder], tmp_path / "e.duckdb")
-    assert report.tables == {"codes": 2, "labs": 2, "notes": 1, "patients": 3, "vitals": 2}
+    assert report.tables == {"codes": 2, "concept": 2, "labs": 2, "notes": 1, "patients": 3, "terms": 2, "vitals": 2}
     with duckdb.connect(str(tmp_path / "e.duckdb"), read_only=True) as con:
         def rows(sql: str) -> list[tuple]:
             return con.execute(sql).fetchall()
@@ -241,6 +245,8 @@ def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_comm
         assert rows("SELECT note FROM notes") == [("fever, cough",)]
         assert rows('SELECT code, "name|short" FROM codes ORDER BY 1') == [("A1", "alpha"), ("B2", "beta")]
         assert rows("SELECT temp FROM vitals ORDER BY 1") == [(37.5,), (38.25,)]
+        assert rows("SELECT concept_name FROM concept ORDER BY 1") == [('"Elderly" patient',), ('Saline "Baxter"',)]
+        assert rows("SELECT term FROM terms ORDER BY id") == [("a\tb",), ('say "hi"',)]
 
 
 def test_latin_1_and_utf_16_files_load_and_a_file_utf_8_only_at_its_start_is_one_sentence(tmp_path: Path) -> None:

@@ -191,14 +191,16 @@ class _Dialect:
     delimiter: str = ","
     decimal_comma: bool = False
     encoding: str = "utf-8"  # as DuckDB names it: utf-8, utf-16 or latin-1
+    quoted: bool = True  # '"' may enclose a field; not in a file whose fields hold bare quotes
 
     @property
     def options(self) -> str:
         """As read_csv options."""
         delimiter = "\\t" if self.delimiter == "\t" else self.delimiter
+        quote = "quote='\"', escape='\"'" if self.quoted else "quote='', escape=''"
         decimal = ", decimal_separator=','" if self.decimal_comma else ""
         encoding = f", encoding='{self.encoding}'" if self.encoding != "utf-8" else ""
-        return (f"header=true, delim='{delimiter}', quote='\"', escape='\"', skip=0, strict_mode=true, "
+        return (f"header=true, delim='{delimiter}', {quote}, skip=0, strict_mode=true, "
                 f"null_padding=false{decimal}{encoding}")
 
 
@@ -208,7 +210,8 @@ def _dialect(path: Path) -> _Dialect:
     Fields are separated by commas unless its header row has none, then by whichever of ';', tab or
     '|' splits it most (spreadsheet exports in many countries use ';' with decimal commas); where
     fields are not separated by commas, numbers written with a decimal comma ('70,5') are read as
-    numbers."""
+    numbers, and a field that starts with a quote it does not close ('"Elderly" patient' in a
+    tab-separated vocabulary export) means the file does not quote its fields."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rb") as handle:
@@ -224,15 +227,21 @@ def _dialect(path: Path) -> _Dialect:
         except UnicodeDecodeError:
             encoding, text = "latin-1", raw.decode("latin-1")
     lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
+    if len(raw) == _SAMPLE_BYTES:
+        lines = lines[:-1]  # cut off by the sample
     if not lines or len(next(csv.reader(lines[:1]), [])) > 1:
         return _Dialect(encoding=encoding)
     widths = {d: len(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
     delimiter = max(_OTHER_DELIMITERS, key=lambda d: widths[d])
     if widths[delimiter] == 1:
         return _Dialect(encoding=encoding)  # one column
-    fields = [f.strip() for row in csv.reader(lines[1:], delimiter=delimiter) for f in row]
+    bare = [line.rstrip("\r\n").split(delimiter) for line in lines]
+    quoted = not (all(len(row) == widths[delimiter] for row in bare)
+                  and any(f.startswith('"') and not (len(f) > 1 and f.endswith('"')) for row in bare for f in row))
+    rows = csv.reader(lines[1:], delimiter=delimiter) if quoted else bare[1:]
+    fields = [f.strip() for row in rows for f in row]
     comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
-    return _Dialect(delimiter, comma, encoding)
+    return _Dialect(delimiter, comma, encoding, quoted)
 
 
 def _blank(path: Path) -> bool:
