@@ -75,6 +75,31 @@ def test_lower_case_5_4_and_partial_copies_are_recognised(tmp_path: Path) -> Non
             assert ("admitting_source_concept_id" in visit) != version_5_4
 
 
+def test_an_omop_cdm_exported_as_csv_files_loads_as_an_omop_cdm(eunomia, tmp_path: Path) -> None:
+    """A folder of an OMOP CDM's tables as CSV files (upper-case names, a table the package does not
+    describe) is an OMOP CDM: its packaged knowledge and clock, the drafted extra table kept with it,
+    ehr.concepts, and memory keyed on the schema. An analyst's --schema still makes it a folder of its own."""
+    from ehr_magic import sources
+
+    folder = tmp_path / "cdm_export"
+    folder.mkdir()
+    for table in ("person", "observation_period", "visit_occurrence", "condition_occurrence", "concept",
+                  "concept_ancestor", "cdm_source"):
+        eunomia.sql(f"SELECT * FROM {table}").write_csv(folder / f"{table.upper()}.csv")
+    eunomia.sql("SELECT person_id, 'site ' || (person_id % 3) AS site_name FROM person").write_csv(
+        folder / "SITE_LINKS.csv")
+    report = sources.load("csv", [folder], tmp_path / "cdm.duckdb")
+    assert report.schema == "omop_cdm"
+    with ehr_magic.connect(tmp_path / "cdm.duckdb") as ehr:
+        assert ehr.schema == "omop_cdm" and ehr.dataset == "cdm_export"
+        assert ehr.now == eunomia.now  # the clock the package states: the CDM source's release date
+        assert ehr.knowledge.tables["person"].row == eunomia.knowledge.tables["person"].row
+        assert ehr.knowledge.tables["site_links"].row.startswith("One row per site link.")  # drafted
+        assert ehr.concepts("sinusitis")["concept_id"][0] == SINUSITIS
+    own = sources.load("csv", [folder], tmp_path / "own.duckdb", schema="csv_cdm_copy")
+    assert own.schema == "csv_cdm_copy"
+
+
 def test_only_the_core_tables_make_an_omop_cdm() -> None:
     described = knowledge.load("omop_cdm").tables
 

@@ -10,6 +10,7 @@ from ehr_magic.cli.arguments import positive_int
 from ehr_magic.cli.progress import progress_bar
 from ehr_magic.db import connect
 from ehr_magic import sources
+from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.sources import fetch
 from ehr_magic.engines import output, redact
 
@@ -84,6 +85,12 @@ def run_load(args: argparse.Namespace) -> int:
     clock = (f"now = {report.now}" if report.now else "no dates (times are offsets in minutes)"
              if report.time_model == "offset" else "no clock: no dates in the data")
     print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, {clock}.")
+    if args.source == "csv" and report.schema in knowledge_files.available():  # a folder found to be one
+        from ehr_magic.db import schemas
+
+        title = schemas.plugin(report.schema).title or f"a database of schema {report.schema}"
+        print(f"Recognised as {title} (schema {report.schema}): its packaged knowledge describes the tables, "
+              "and memory is shared with the other databases of that schema.")
     for table in report.missing:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
     for table, file in report.empty.items():

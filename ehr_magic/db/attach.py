@@ -43,9 +43,9 @@ from ehr_magic.engines import Engine
 from ehr_magic.engines.base import first_line
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge import model as knowledge_files
-from ehr_magic.knowledge.model import TOP_STATEMENTS, Knowledge
+from ehr_magic.knowledge.model import Knowledge
 from ehr_magic import files
-from ehr_magic.knowledge.store import keep_confirmed, statements
+from ehr_magic.knowledge.store import keep_confirmed, with_drafted_tables
 from ehr_magic.safety import limits
 from ehr_magic.version import __version__
 
@@ -190,7 +190,8 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         previous = _parse(same.text, schema)
         if previous is not None:
             here.text, here.kind, here.imported = same.text, same.kind, same.imported
-            here.knowledge = _merged(knowledge_files.load(schema), previous) if same.kind == FILL else previous
+            here.knowledge = (with_drafted_tables(knowledge_files.load(schema), previous) if same.kind == FILL
+                              else previous)
             return here
     unkept = _UNKEPT.get((here.location, schema, here.fingerprint))
     if unkept is not None:
@@ -227,7 +228,7 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
             except DatabaseError as exc:
                 here.notes.append(str(exc))
                 complete = False
-        here.knowledge = _merged(base, fill) if fill is not None else base
+        here.knowledge = with_drafted_tables(base, fill) if fill is not None else base
         if not complete:
             _UNKEPT[(here.location, schema, here.fingerprint)] = (here.knowledge, list(here.notes))
         elif base is previous:  # an imported file: kept whole, the new tables drafted into it
@@ -244,18 +245,6 @@ def _parse(text: str, schema: str) -> Knowledge | None:
         return knowledge_files.parse(text, source="kept knowledge", expected_schema=schema)
     except EhrMagicError:
         return None
-
-
-def _merged(base: Knowledge, fill: Knowledge | None) -> Knowledge:
-    """``base`` (a packaged or imported file) with the drafted tables of ``fill`` added; every
-    statement of a file people wrote counts as confirmed, the added ones as drafted."""
-    if fill is None or not fill.tables:
-        return base
-    tables = {name: info if base.drafted else dataclasses.replace(info, confirmed=tuple(statements(info)))
-              for name, info in base.tables.items()}
-    tables.update({name: info for name, info in fill.tables.items() if name not in tables})
-    confirmed = base.confirmed if base.drafted else TOP_STATEMENTS
-    return dataclasses.replace(base, tables=tables, drafted=True, confirmed=tuple(confirmed))
 
 
 # -- drafting ----------------------------------------------------------------------------------

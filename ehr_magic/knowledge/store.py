@@ -36,7 +36,7 @@ from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.text import closest, parse_time
 from ehr_magic.knowledge.handle import Database
-from ehr_magic.knowledge.model import CONFIRMED, Knowledge, TableInfo, join_target
+from ehr_magic.knowledge.model import CONFIRMED, TOP_STATEMENTS, Knowledge, TableInfo, join_target
 from ehr_magic.engines import is_url, publish
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE, first_line
 from ehr_magic.errors import DataSourceError, EhrMagicError, sentences
@@ -369,6 +369,18 @@ def settle_marks(imported: Knowledge, stored: Knowledge | None) -> Knowledge:
         changed = [s for s, said in statements(info).items() if s not in earlier or earlier[s] != said]
         tables[name] = dataclasses.replace(info, confirmed=tuple(dict.fromkeys((*info.confirmed, *changed))))
     return dataclasses.replace(imported, tables=tables, confirmed=tuple(dict.fromkeys(top)))
+
+
+def with_drafted_tables(base: Knowledge, fill: Knowledge | None) -> Knowledge:
+    """``base`` (a packaged or imported file) with the drafted tables of ``fill`` added; every
+    statement of a file people wrote counts as confirmed, the added ones as drafted."""
+    if fill is None or not fill.tables:
+        return base
+    tables = {name: info if base.drafted else dataclasses.replace(info, confirmed=tuple(statements(info)))
+              for name, info in base.tables.items()}
+    tables.update({name: info for name, info in fill.tables.items() if name not in tables})
+    confirmed = base.confirmed if base.drafted else TOP_STATEMENTS
+    return dataclasses.replace(base, tables=tables, drafted=True, confirmed=tuple(confirmed))
 
 
 def keep_confirmed(draft: Knowledge, previous: Knowledge | None, *, keep_clock: bool = True) -> Knowledge:

@@ -31,6 +31,7 @@ from ehr_magic.knowledge import store as knowledge_store
 from ehr_magic.db import knowledge_io
 from ehr_magic.knowledge.store import write_knowledge
 from ehr_magic.text import NON_ALNUM, parse_time
+from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
 from ehr_magic.errors import DataSourceError
@@ -108,6 +109,7 @@ def load(
     dirs = list(dirs)
     files = find_files(dirs)
     first = check_dirs(dirs)[0]
+    chosen = schema is not None
     schema = check_schema(schema) if schema else schema_id(first)
     dataset = first.resolve().name
     given = parse_time(now) if now is not None else None
@@ -121,6 +123,10 @@ def load(
         notes = _drop_time_zones(con, loaded) + tuple(
             f"File {Path(file).name} was empty (not even a header row), so it was not loaded."
             for file in report.empty.values())
+        packaged = None if chosen else _packaged_schema(con, loaded)
+        if packaged is not None:
+            report.schema = packaged
+            return _as_packaged(con, packaged, loaded, out, dataset=dataset, given=given, notes=notes)
         drafted_files: dict[str, Path | None] = dict(loaded)  # draft also takes tables with no file (None)
         knowledge, anchor = drafting.draft(con, drafted_files, schema=schema, dataset=dataset, now=given,
                                            notes=notes)
@@ -135,6 +141,43 @@ def load(
 
     return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
                        now=now, progress=progress, finish=finish)
+
+
+def _packaged_schema(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> str | None:
+    """The packaged schema the loaded ``tables`` are, by the rule that recognises a database
+    ehr-magic did not build (an OMOP CDM exported as CSV files), if any."""
+    from ehr_magic.db import schemas
+    from ehr_magic.knowledge.drafting.profiling import column_types
+
+    described = column_types(con)
+    found = schemas.recognise({table: dict(described.get(table, [])) for table in tables})
+    return None if found == schemas.UNKNOWN else found
+
+
+def _as_packaged(con: duckdb.DuckDBPyConnection, schema: str, loaded: dict[str, Path], out: os.PathLike[str] | str,
+                 *, dataset: str, given: dt.datetime | None, notes: tuple[str, ...]) -> dt.datetime | None:
+    """Files that are a packaged schema's tables use its knowledge, as an attached database of it
+    does: only the tables it does not describe are drafted and stored with it, and the clock is
+    the one it states. Knowledge stored by an earlier load of the same schema (an analyst's import)
+    is the base instead, so a re-load keeps it."""
+    stored = knowledge_io.stored_at(out, schema)
+    base = stored or knowledge_files.load(schema)
+    described = {table.lower() for table in base.tables}
+    extra: dict[str, Path | None] = {table: path for table, path in loaded.items() if table.lower() not in described}
+    fill = drafting.draft(con, extra, schema=schema, dataset=dataset, notes=notes)[0] if extra else None
+    knowledge = knowledge_store.with_drafted_tables(base, fill)
+    if stored is not None or fill is not None:  # else the packaged file is read as it ships, a newer one too
+        write_knowledge(con, schema, knowledge.to_yaml())
+    if given is not None or not knowledge.clock:
+        return None
+
+    def latest(table: str, column: str) -> object:
+        try:
+            return _latest(con, table, column)
+        except duckdb.Error:  # a table or column the clock names is not among the files
+            return None
+
+    return knowledge_store.clock_time(knowledge.clock, latest)
 
 
 def _latest(con: duckdb.DuckDBPyConnection, table: str, column: str) -> object:

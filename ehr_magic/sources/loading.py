@@ -41,6 +41,7 @@ class LoadReport:
     empty: dict[str, str] = field(default_factory=dict)  # table -> its file, skipped: no header, no rows
     now: str = ""  # empty when the data has no dates (time_model "offset")
     time_model: str = "calendar"
+    schema: str = ""  # the schema recorded: the loader's, or the packaged one the tables were found to be
 
     @property
     def total_rows(self) -> int:
@@ -146,10 +147,10 @@ def load_tables(
     database's metadata; with ``time_model="offset"`` the data has no dates and no clock.
     ``finish(con, report)`` runs inside the same atomic build once every table is in
     (e.g. to draft and store knowledge); a datetime it returns is the clock unless
-    ``now`` was given.
+    ``now`` was given, and the ``report.schema`` it sets is the schema recorded.
     """
     extra = dict(metadata or {})
-    report = LoadReport(missing=list(missing or []), time_model=extra.get("time_model", "calendar"))
+    report = LoadReport(missing=list(missing or []), time_model=extra.get("time_model", "calendar"), schema=schema)
     if not files:
         raise DataSourceError("No table files found in the given folder(s); is this the right dataset folder?")
     with building(out) as con:
@@ -171,7 +172,7 @@ def load_tables(
             if isinstance(anchor, dt.datetime):
                 anchor = anchor.strftime("%Y-%m-%d %H:%M:%S")
             report.now = str(anchor) if anchor is not None else ""  # no dates in the data: no clock
-        write_metadata(con, schema=schema, source=source, now=report.now, dataset=dataset,
+        write_metadata(con, schema=report.schema, source=source, now=report.now, dataset=dataset,
                        missing_tables=",".join([*report.missing, *report.empty]), **extra)
     return report
 
