@@ -52,6 +52,7 @@ from datapaths import SHARED_DATA
 import ehr_magic
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic import sources
+from ehr_magic.sources.folder import schema_id
 
 DEMOS = {"mimic_iii": SHARED_DATA / "mimic-iii-clinical-database-demo-1.4",
          "eicu": SHARED_DATA / "eicu-collaborative-research-database-demo-2.0.1"}
@@ -121,7 +122,8 @@ def score(drafted: list[tuple[tuple[str, str], tuple[str, str]]], truth: set[Pai
 
 def draft_folder(folder: Path, out: Path) -> tuple[knowledge_files.Knowledge, float]:
     started = time.perf_counter()
-    sources.load("csv", [folder], out)
+    # a schema of its own: the demos' files would otherwise be recognised and loaded by their loaders
+    sources.load("csv", [folder], out, schema=schema_id(folder))
     seconds = time.perf_counter() - started
     with ehr_magic.connect(out) as ehr:
         return ehr.knowledge, seconds

@@ -151,6 +151,23 @@ def test_conventions_in_the_knowledge_hold_on_the_data(demo) -> None:
 
 # -- sources, folders and formats -------------------------------------------------------------
 
+def test_its_files_loaded_as_any_folder_are_loaded_by_its_loader(demo, tmp_path: Path) -> None:
+    """``data load csv`` on MIMIC-III's files recognises them by their header rows and loads them as
+    ``data load mimic-iii`` does (types, clock, packaged knowledge); ``--schema`` keeps them a
+    folder of its own, with drafted knowledge."""
+    from ehr_magic import sources as sources_module
+
+    report = sources_module.load("csv", [MIMIC_III_DEMO], tmp_path / "m.duckdb")
+    assert report.schema == "mimic_iii"
+    with ehr_magic.connect(tmp_path / "m.duckdb") as ehr:
+        assert ehr.schema == "mimic_iii" and ehr.now == demo.now
+        assert {t: ehr.columns(t) for t in ehr.tables()} == {t: demo.columns(t) for t in demo.tables()}
+        assert ehr.stored_knowledge is None and ehr.knowledge.title == knowledge.load("mimic_iii").title
+    own = sources_module.load("csv", [_folder_with(tmp_path, "PATIENTS.csv.gz", "ADMISSIONS.csv.gz")],
+                              tmp_path / "own.duckdb", schema="csv_my_copy")
+    assert own.schema == "csv_my_copy"
+
+
 def test_registered_as_a_source() -> None:
     spec = sources()["mimic-iii"]
     assert spec.schema == mimic_iii.SCHEMA == "mimic_iii"

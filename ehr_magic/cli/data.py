@@ -88,7 +88,7 @@ def run_load(args: argparse.Namespace) -> int:
     if args.source == "csv" and report.schema in knowledge_files.available():  # a folder found to be one
         from ehr_magic.db import schemas
 
-        title = schemas.plugin(report.schema).title or f"a database of schema {report.schema}"
+        title = schemas.plugin(report.schema).title or knowledge_files.load(report.schema).title
         print(f"Recognised as {title} (schema {report.schema}): its packaged knowledge describes the tables, "
               "and memory is shared with the other databases of that schema.")
     for table in report.missing:

@@ -64,8 +64,21 @@ def _load_eicu(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None
 
 def _load_csv_folder(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
                      progress: Progress | None = None, schema: str | None = None) -> LoadReport:
+    """A folder of table files; one whose header rows are a packaged schema that has a loader of
+    its own (MIMIC-III's files, eICU's) is loaded by that loader, as its name would have been, so it
+    gets that schema's types and clock; if that loader cannot take the folder's layout, the folder
+    is loaded as any other (then recognised after loading, as an OMOP CDM is: ``folder.load``)."""
     from ehr_magic.sources import folder
 
+    if schema is None:
+        found = folder.files_schema(inputs)
+        spec = next((s for s in sources().values() if s.schema == found and s.name != "csv"
+                     and s.inputs.startswith("DIR")), None)
+        if spec is not None:
+            try:
+                return spec.load(inputs, out, now=now, progress=progress)
+            except DataSourceError:
+                pass  # not the layout its loader reads: load it as any folder
     return folder.load(inputs, out, now=now, progress=progress, schema=schema)
 
 

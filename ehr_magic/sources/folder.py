@@ -33,7 +33,7 @@ from ehr_magic.knowledge.store import write_knowledge
 from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
-from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
+from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, header_row, load_tables
 from ehr_magic.errors import DataSourceError
 
 SOURCE = "csv-folder"
@@ -141,6 +141,16 @@ def load(
 
     return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
                        now=now, progress=progress, finish=finish)
+
+
+def files_schema(dirs: Iterable[os.PathLike[str] | str]) -> str | None:
+    """The packaged schema the table files of ``dirs`` are, by their header rows alone (MIMIC-III's
+    files, an OMOP CDM's), if any."""
+    from ehr_magic.db import schemas
+
+    found = schemas.recognise({table: dict.fromkeys(header_row(path), "VARCHAR")
+                               for table, path in find_files(dirs).items()})
+    return None if found == schemas.UNKNOWN else found
 
 
 def _packaged_schema(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> str | None:

@@ -245,6 +245,28 @@ def _dialect(path: Path) -> _Dialect:
     return _Dialect(delimiter, comma, encoding, quoted)
 
 
+def header_row(path: Path) -> list[str]:
+    """The column names of a table file, lower case, as loading would name them (none for a file
+    that cannot be read: loading it says why)."""
+    if path.name.lower().endswith(".parquet"):
+        literal = str(path).replace("'", "''")
+        try:
+            described = duckdb.execute(f"SELECT * FROM read_parquet('{literal}') LIMIT 0").description or []
+        except duckdb.Error:
+            return []
+        return [str(column[0]).lower() for column in described]
+    dialect = _dialect(path)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    encoding = "utf-8-sig" if dialect.encoding == "utf-8" else dialect.encoding
+    try:
+        with opener(path, "rt", encoding=encoding, errors="replace", newline="") as handle:
+            rows = csv.reader(handle, delimiter=dialect.delimiter,
+                              quoting=csv.QUOTE_MINIMAL if dialect.quoted else csv.QUOTE_NONE)
+            return [c.strip().lower() for c in next(rows, [])]
+    except (OSError, EOFError, zlib.error, csv.Error):
+        return []
+
+
 def _blank(path: Path) -> bool:
     """Whether a CSV file holds nothing at all, not even a header row (a parquet file always
     has its columns)."""
