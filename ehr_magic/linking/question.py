@@ -223,7 +223,7 @@ class _Token:
     end: int
     # says how the answer is worked out, not what is stored: a period adverb that groups it ('daily'
     # of 'daily maximum'), a span of time ('length' of 'length of stay')
-    grouping: bool = False
+    worked_out: bool = False
 
 
 # Linking sits beside knowledge, which imports it, so it names what it reads of the handle and
@@ -650,7 +650,7 @@ def _content(token: _Token) -> bool:
     not a bare number, and three letters or more unless written as shorthand ('IV', 'K', 'O2') or a
     clinical abbreviation of two ('iv')."""
     word = token.word
-    if word in _STOP or word.isdigit() or token.grouping:
+    if word in _STOP or word.isdigit() or token.worked_out:
         return False
     return len(word) >= 3 or token.text.isupper() or any(c.isdigit() for c in word) \
         or (len(word) == 2 and bool(clinical_vocabulary().expand(word)))  # 'iv', 'po', 'pt' as clinicians write them

@@ -193,6 +193,7 @@ class _Dialect:
     decimal_comma: bool = False
     encoding: str = "utf-8"  # as DuckDB names it: utf-8, utf-16 or latin-1
     quoted: bool = True  # '"' may enclose a field; not in a file whose fields hold bare quotes
+    header: tuple[str, ...] = ()  # the column names as the header row writes them (none: unreadable)
 
     @property
     def options(self) -> str:
@@ -230,19 +231,20 @@ def _dialect(path: Path) -> _Dialect:
     lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
     if len(raw) == _SAMPLE_BYTES:
         lines = lines[:-1]  # cut off by the sample
-    if not lines or len(next(csv.reader(lines[:1]), [])) > 1:
-        return _Dialect(encoding=encoding)
-    widths = {d: len(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
-    delimiter = max(_OTHER_DELIMITERS, key=lambda d: widths[d])
-    if widths[delimiter] == 1:
-        return _Dialect(encoding=encoding)  # one column
+    header = tuple(next(csv.reader(lines[:1]), []))
+    if len(header) != 1:
+        return _Dialect(encoding=encoding, header=header)
+    headers = {d: tuple(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
+    delimiter = max(_OTHER_DELIMITERS, key=lambda d: len(headers[d]))
+    if len(headers[delimiter]) == 1:
+        return _Dialect(encoding=encoding, header=header)  # one column
     bare = [line.rstrip("\r\n").split(delimiter) for line in lines]
-    quoted = not (all(len(row) == widths[delimiter] for row in bare)
+    quoted = not (all(len(row) == len(headers[delimiter]) for row in bare)
                   and any(f.startswith('"') and not (len(f) > 1 and f.endswith('"')) for row in bare for f in row))
     rows = csv.reader(lines[1:], delimiter=delimiter) if quoted else bare[1:]
     fields = [f.strip() for row in rows for f in row]
     comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
-    return _Dialect(delimiter, comma, encoding, quoted)
+    return _Dialect(delimiter, comma, encoding, quoted, headers[delimiter] if quoted else tuple(bare[0]))
 
 
 def header_row(path: Path) -> list[str]:
@@ -255,16 +257,7 @@ def header_row(path: Path) -> list[str]:
         except duckdb.Error:
             return []
         return [str(column[0]).lower() for column in described]
-    dialect = _dialect(path)
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    encoding = "utf-8-sig" if dialect.encoding == "utf-8" else dialect.encoding
-    try:
-        with opener(path, "rt", encoding=encoding, errors="replace", newline="") as handle:
-            rows = csv.reader(handle, delimiter=dialect.delimiter,
-                              quoting=csv.QUOTE_MINIMAL if dialect.quoted else csv.QUOTE_NONE)
-            return [c.strip().lower() for c in next(rows, [])]
-    except (OSError, EOFError, zlib.error, csv.Error):
-        return []
+    return [name.strip().lower() for name in _dialect(path).header]
 
 
 def _blank(path: Path) -> bool:
@@ -310,13 +303,9 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
 
 def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dialect) -> duckdb.Error | None:
     """When the sniffer gave up, a plain text read with the header's width names the bad line."""
-    try:
-        opener = gzip.open if path.name.lower().endswith(".gz") else open
-        encoding = "utf-8-sig" if dialect.encoding == "utf-8" else dialect.encoding
-        with opener(path, "rt", encoding=encoding, errors="replace", newline="") as handle:
-            width = len(next(csv.reader(handle, delimiter=dialect.delimiter), [])) or 1
-    except (OSError, EOFError):
-        return None  # the DuckDB error already says what is wrong with the file
+    if not dialect.header:
+        return None  # unreadable: the DuckDB error already says what is wrong with the file
+    width = len(dialect.header)
     literal = str(path).replace("'", "''")
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
     try:
