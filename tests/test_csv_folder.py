@@ -6,6 +6,7 @@ CLI as a user runs it, on a DuckDB file and on a real PostgreSQL server.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import datetime as dt
 import gzip
@@ -249,24 +250,36 @@ def test_files_separated_by_semicolons_tabs_or_bars_load_with_their_decimal_comm
         assert rows("SELECT term FROM terms ORDER BY id") == [("a\tb",), ('say "hi"',)]
 
 
-def test_latin_1_and_utf_16_files_load_and_a_file_utf_8_only_at_its_start_is_one_sentence(tmp_path: Path) -> None:
+def test_windows_and_utf_16_text_load_as_written_and_text_that_is_neither_is_one_sentence(tmp_path: Path) -> None:
+    """Windows exports (code page 1252: Latin-1 plus '€', curly quotes and dashes, which DuckDB's
+    Latin-1 reader refuses) and a file that turns to Windows text after its UTF-8 start load as the
+    spreadsheet meant them; no copy is left behind."""
     folder = tmp_path / "windows"
     folder.mkdir()
     (folder / "staff.csv").write_bytes("id;Ärztin;Größe\n1;Dr. Müller;180,5\n2;Dr. Öz;175,0\n".encode("latin-1"))
     (folder / "notes.csv").write_bytes("id\tname\n1\tMüller\n".encode("utf-16"))  # with its byte order mark
+    (folder / "fees.csv.gz").write_bytes(gzip.compress(
+        "id,Preis €,note\r\n1,5,“Smart” quotes – café\r\n2,7,plain\r\n".encode("cp1252")))
+    late = "".join(f"{i},Müller\n" for i in range(20_000)).encode()  # UTF-8 well past the sample read
+    (folder / "late.csv").write_bytes(b"id,name\n" + late + "20000,Öz – €\n".encode("cp1252"))
     sources.load("csv", [folder], tmp_path / "w.duckdb")
     with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
         assert con.execute('SELECT "ärztin", "größe" FROM staff ORDER BY id').fetchall() == [
             ("Dr. Müller", 180.5), ("Dr. Öz", 175.0)]
         assert con.execute("SELECT name FROM notes").fetchall() == [("Müller",)]
+        assert con.execute('SELECT "preis €", note FROM fees ORDER BY id').fetchall() == [
+            (5, "“Smart” quotes – café"), (7, "plain")]
+        assert con.execute("SELECT count(*), count(DISTINCT name) FROM late").fetchall() == [(20_001, 2)]
+        assert con.execute("SELECT name FROM late WHERE id = 20000").fetchall() == [("Öz – €",)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.duckdb", "windows"]
 
-    late = tmp_path / "late"
-    late.mkdir()
-    rows = "".join(f"{i},Müller\n" for i in range(20_000)).encode()  # UTF-8 well past the sample read
-    (late / "staff.csv").write_bytes(b"id,name\n" + rows + "20000,Öz\n".encode("latin-1"))
-    out = tmp_path / "l.duckdb"
-    line = one_error_line(run("data", "load", "csv", str(late), "--out", str(out), "--quiet"))
-    assert "staff.csv" in line and "is not UTF-8, though its start is; save it as UTF-8 throughout" in line, line
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    text = codecs.BOM_UTF16_LE + "id,name\n1,ab\n".encode("utf-16-le") + b"\x00\xd8" + "x\n".encode("utf-16-le")
+    (broken / "staff.csv").write_bytes(text)  # a lone surrogate
+    out = tmp_path / "b.duckdb"
+    line = one_error_line(run("data", "load", "csv", str(broken), "--out", str(out), "--quiet"))
+    assert "staff.csv" in line and "its text is not valid UTF-8 or UTF-16; fix or replace the file" in line, line
     assert not out.exists()
 
 

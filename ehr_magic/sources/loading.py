@@ -14,6 +14,7 @@ import gzip
 import logging
 import os
 import re
+import tempfile
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ def load_tables(
             if _blank(path):
                 report.empty[table] = str(path)  # no header: DuckDB would make up a column0 for it
                 continue
-            report.tables[table] = _load_one(con, table, path, type_overrides)
+            report.tables[table] = _load_one(con, table, path, type_overrides, Path(out).expanduser().resolve().parent)
         if not report.tables:
             raise DataSourceError(f"Every table file given is empty ({', '.join(report.empty.values())}); "
                                   "nothing to load.")
@@ -187,28 +188,43 @@ _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 _DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
 
 
+# Windows "ANSI" text (code page 1252) is Latin-1 except for 0x80-0x9F, where it has the euro sign,
+# curly quotes and dashes rather than control characters; the five bytes it leaves undefined keep
+# their Latin-1 meaning. DuckDB reads neither, so such a file is read through a UTF-8 copy.
+_UNDEFINED_IN_WINDOWS = "ehr-magic-latin-1"
+_NOT_UTF8 = "ehr-magic-windows"
+codecs.register_error(_UNDEFINED_IN_WINDOWS, lambda e: (e.object[e.start:e.end].decode("latin-1"), e.end))
+codecs.register_error(_NOT_UTF8, lambda e: (_windows_text(e.object[e.start:e.end]), e.end))
+_COPY_CHUNK = 1 << 22
+
+
+def _windows_text(raw: bytes) -> str:
+    """``raw`` read as Windows text (code page 1252, of which Latin-1 text is a part)."""
+    return raw.decode("cp1252", errors=_UNDEFINED_IN_WINDOWS)
+
+
 @dataclass(frozen=True)
 class _Dialect:
     delimiter: str = ","
     decimal_comma: bool = False
-    encoding: str = "utf-8"  # as DuckDB names it: utf-8, utf-16 or latin-1
+    encoding: str = "utf-8"  # utf-8 or utf-16, which DuckDB reads, or windows (read through a UTF-8 copy)
     quoted: bool = True  # '"' may enclose a field; not in a file whose fields hold bare quotes
     header: tuple[str, ...] = ()  # the column names as the header row writes them (none: unreadable)
 
     @property
     def options(self) -> str:
-        """As read_csv options."""
+        """As read_csv options (of the UTF-8 copy, for Windows text)."""
         delimiter = "\\t" if self.delimiter == "\t" else self.delimiter
         quote = "quote='\"', escape='\"'" if self.quoted else "quote='', escape=''"
         decimal = ", decimal_separator=','" if self.decimal_comma else ""
-        encoding = f", encoding='{self.encoding}'" if self.encoding != "utf-8" else ""
+        encoding = ", encoding='utf-16'" if self.encoding == "utf-16" else ""
         return (f"header=true, delim='{delimiter}', {quote}, skip=0, strict_mode=true, "
                 f"null_padding=false{decimal}{encoding}")
 
 
 def _dialect(path: Path) -> _Dialect:
     """How ``path`` is written. Its text is UTF-8, or UTF-16 after that encoding's byte order mark
-    (a spreadsheet's "Unicode text"), or else Latin-1 (an older Windows export's 'Müller').
+    (a spreadsheet's "Unicode text"), or else Windows text (an older export's 'Müller' or '€ 5').
     Fields are separated by commas unless its header row has none, then by whichever of ';', tab or
     '|' splits it most (spreadsheet exports in many countries use ';' with decimal commas); where
     fields are not separated by commas, numbers written with a decimal comma ('70,5') are read as
@@ -227,7 +243,7 @@ def _dialect(path: Path) -> _Dialect:
             text = codecs.getincrementaldecoder("utf-8-sig")().decode(raw, final=False)
             encoding = "utf-8"
         except UnicodeDecodeError:
-            encoding, text = "latin-1", raw.decode("latin-1")
+            encoding, text = "windows", _windows_text(raw)
     lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
     if len(raw) == _SAMPLE_BYTES:
         lines = lines[:-1]  # cut off by the sample
@@ -273,32 +289,79 @@ def _blank(path: Path) -> bool:
         return False  # unreadable: loading it says why
 
 
-def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str]) -> int:
-    literal = str(path).replace("'", "''")
+def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str],
+              scratch: Path) -> int:
+    """Load ``path`` as ``table``. Windows text is read through a UTF-8 copy in ``scratch``, and so
+    is a file that is UTF-8 only at its start (its later bytes that are not UTF-8 are Windows text,
+    as a spreadsheet appending to it writes them)."""
     parquet = path.name.lower().endswith(".parquet")
     dialect = _Dialect() if parquet else _dialect(path)
-    try:
-        if parquet:
-            reader = f"read_parquet('{literal}')"
-        else:
-            header = con.execute(
-                f"SELECT * FROM read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1) LIMIT 0"
-            ).description
-            types = {}
-            for col in header:
-                dtype = override_for(overrides, table, col[0].lower())
-                if dtype:
-                    types[col[0]] = dtype
-            type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
-            reader = f"read_csv('{literal}', {dialect.options}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
-        columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
-        select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
-        con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
-    except duckdb.Error as exc:
-        if not parquet and "sniffing" in str(exc).lower():
-            exc = _strict_read_error(con, path, dialect) or exc
-        raise DataSourceError(read_error(path, table, exc)) from None
+    if dialect.encoding != "windows":
+        try:
+            return _create_table(con, table, path, dialect, overrides)
+        except duckdb.Error as exc:
+            if parquet or dialect.encoding != "utf-8" or not _not_utf8(exc):
+                raise DataSourceError(read_error(path, table, _explained(con, path, dialect, exc))) from None
+    with tempfile.TemporaryDirectory(prefix=".ehr-magic-text-", dir=scratch) as folder:
+        copy = Path(folder) / "utf8.csv"
+        try:
+            _write_utf8_copy(path, copy, utf8_start=dialect.encoding == "utf-8")
+        except OSError as exc:
+            raise DataSourceError(f"Cannot load {path} as table {table}: writing its UTF-8 copy in {scratch} "
+                                  f"failed ({exc.strerror or exc}); make room there and load again.") from None
+        utf8 = _dialect(copy)
+        try:
+            return _create_table(con, table, copy, utf8, overrides)
+        except duckdb.Error as exc:
+            raise DataSourceError(read_error(path, table, _explained(con, copy, utf8, exc))) from None
+
+
+def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialect: _Dialect,
+                  overrides: dict[str, str]) -> int:
+    literal = str(path).replace("'", "''")
+    if path.name.lower().endswith(".parquet"):
+        reader = f"read_parquet('{literal}')"
+    else:
+        header = con.execute(
+            f"SELECT * FROM read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1) LIMIT 0"
+        ).description
+        types = {}
+        for col in header:
+            dtype = override_for(overrides, table, col[0].lower())
+            if dtype:
+                types[col[0]] = dtype
+        type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
+        reader = f"read_csv('{literal}', {dialect.options}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
+    columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
+    select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
+    con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
     return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
+
+
+def _not_utf8(exc: duckdb.Error) -> bool:
+    text = str(exc).lower()
+    return "not utf-8 encoded" in text or "invalid unicode" in text
+
+
+def _write_utf8_copy(path: Path, copy: Path, *, utf8_start: bool) -> None:
+    """Write the text of ``path`` to ``copy`` as UTF-8, line for line (so the line numbers of
+    errors stay true). Text that is not UTF-8 is read as Windows text; after a UTF-8 start only
+    the bytes that are not UTF-8 are, since that part was written as UTF-8."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as source, open(copy, "wb") as target:
+        while block := source.read(_COPY_CHUNK):
+            if utf8_start:
+                block += source.readline()  # a character is never cut in two
+                target.write(block.decode("utf-8", errors=_NOT_UTF8).encode())
+            else:
+                target.write(_windows_text(block).encode())  # one byte a character: no cut to mind
+
+
+def _explained(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dialect, exc: duckdb.Error) -> duckdb.Error:
+    """When the sniffer gave up, the error of a strict read, which names the bad line."""
+    if "sniffing" in str(exc).lower():
+        return _strict_read_error(con, path, dialect) or exc
+    return exc
 
 
 def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dialect) -> duckdb.Error | None:
@@ -342,8 +405,8 @@ def read_error(path: Path, table: str, exc: duckdb.Error) -> str:
         problem = f"a value{at} does not fit its column's type"
     elif "parquet" in lowered or "magic bytes" in lowered:
         problem = "it is not a valid parquet file"
-    elif "not utf-8 encoded" in lowered or "invalid unicode" in lowered:
-        problem = f"its text{at} is not UTF-8, though its start is; save it as UTF-8 throughout"
+    elif "is not utf-" in lowered or "invalid unicode" in lowered:
+        problem = f"its text{at} is not valid UTF-8 or UTF-16"
     elif "sniffing" in lowered:
         problem = "it is not a comma-separated file with a header row"
     else:
