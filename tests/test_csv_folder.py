@@ -483,3 +483,21 @@ def test_row_numbers_are_no_join_and_ids_named_alike_are(tmp_path: Path) -> None
 def test_every_packaged_knowledge_round_trips_through_yaml(schema: str) -> None:
     packaged = knowledge_files.load(schema)
     assert knowledge_files.parse(packaged.to_yaml(), source="test", expected_schema=schema) == packaged
+
+
+def test_a_tab_separated_windows_export_is_drafted_from_its_header_as_written(tmp_path: Path) -> None:
+    """Drafting reads the header as loading does (tab, Windows text), so a name's case still tells
+    its words apart, and a .tsv file's table is named for its stem."""
+    folder = tmp_path / "ward_export"
+    folder.mkdir()
+    rows = "".join(f"{i}\t2100-01-{i % 28 + 1:02d} 08:00:00\tStation Süd – {i % 3}\n" for i in range(1, 40))
+    (folder / "WardStays.tsv").write_bytes(("StayNo\tAdmitDateTime\tWardName\n" + rows).encode("cp1252"))
+    out = tmp_path / "ward.duckdb"
+    sources.load("csv", [folder], out)
+    with ehr_magic.connect(out) as ehr:
+        stays = ehr.knowledge.tables["wardstays"]
+        assert "admit date/time" in stays.columns["admitdatetime"], stays.columns["admitdatetime"]
+        assert "ward name" in stays.columns["wardname"], stays.columns["wardname"]
+        assert stays.row.startswith("One row per ward stay."), stays.row
+        assert ehr.sql("SELECT DISTINCT wardname FROM wardstays ORDER BY 1")["wardname"].to_list() == [
+            "Station Süd – 0", "Station Süd – 1", "Station Süd – 2"]

@@ -19,7 +19,7 @@ PACKAGE = Path(ehr_magic.__file__).parent
 # Bottom up. A module may import its own package, any package of a lower layer, and another
 # package of its own layer, except where a layer is marked independent (front ends).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "paths", "files", "identifiers", "version", "migrations", "text"),
+    ("errors", "paths", "files", "identifiers", "version", "migrations", "text", "table_files"),
     ("llm", "safety", "engines", "memory"),
     ("linking", "knowledge"),
     ("db", "runtime"),

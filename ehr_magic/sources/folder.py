@@ -33,7 +33,8 @@ from ehr_magic.knowledge.store import write_knowledge
 from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
-from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, header_row, load_tables
+from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
+from ehr_magic.table_files import header_row
 from ehr_magic.errors import DataSourceError
 
 SOURCE = "csv-folder"

@@ -7,15 +7,11 @@ to detect types (a sample can mistake a code column for numbers).
 
 from __future__ import annotations
 
-import codecs
-import csv
 import datetime as dt
-import gzip
 import logging
 import os
 import re
 import tempfile
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +21,7 @@ import duckdb
 from ehr_magic.db.build import building, write_metadata
 from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.table_files import Dialect, is_blank, read_dialect, write_utf8_copy
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +155,7 @@ def load_tables(
         for i, (table, path) in enumerate(files.items()):
             if progress:
                 progress(table, i, len(files))
-            if _blank(path):
+            if is_blank(path):
                 report.empty[table] = str(path)  # no header: DuckDB would make up a column0 for it
                 continue
             report.tables[table] = _load_one(con, table, path, type_overrides, Path(out).expanduser().resolve().parent)
@@ -178,124 +175,13 @@ def load_tables(
     return report
 
 
-# CSV, stated rather than sniffed: the sniffer can take a ragged file for a one-column one (or a
-# header further down) and load it silently. Only the delimiter and the decimal mark are read from
-# the file (``_dialect``).
-_OTHER_DELIMITERS = ";\t|"
-_SAMPLE_BYTES = 1 << 16  # read to tell the text encoding, the delimiter and the decimal mark
-_SAMPLE_LINES = 200
-_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
-_DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
-
-
-# Windows "ANSI" text (code page 1252) is Latin-1 except for 0x80-0x9F, where it has the euro sign,
-# curly quotes and dashes rather than control characters; the five bytes it leaves undefined keep
-# their Latin-1 meaning. DuckDB reads neither, so such a file is read through a UTF-8 copy.
-_UNDEFINED_IN_WINDOWS = "ehr-magic-latin-1"
-_NOT_UTF8 = "ehr-magic-windows"
-codecs.register_error(_UNDEFINED_IN_WINDOWS, lambda e: (e.object[e.start:e.end].decode("latin-1"), e.end))
-codecs.register_error(_NOT_UTF8, lambda e: (_windows_text(e.object[e.start:e.end]), e.end))
-_COPY_CHUNK = 1 << 22
-
-
-def _windows_text(raw: bytes) -> str:
-    """``raw`` read as Windows text (code page 1252, of which Latin-1 text is a part)."""
-    return raw.decode("cp1252", errors=_UNDEFINED_IN_WINDOWS)
-
-
-@dataclass(frozen=True)
-class _Dialect:
-    delimiter: str = ","
-    decimal_comma: bool = False
-    encoding: str = "utf-8"  # utf-8 or utf-16, which DuckDB reads, or windows (read through a UTF-8 copy)
-    quoted: bool = True  # '"' may enclose a field; not in a file whose fields hold bare quotes
-    header: tuple[str, ...] = ()  # the column names as the header row writes them (none: unreadable)
-
-    @property
-    def options(self) -> str:
-        """As read_csv options (of the UTF-8 copy, for Windows text)."""
-        delimiter = "\\t" if self.delimiter == "\t" else self.delimiter
-        quote = "quote='\"', escape='\"'" if self.quoted else "quote='', escape=''"
-        decimal = ", decimal_separator=','" if self.decimal_comma else ""
-        encoding = ", encoding='utf-16'" if self.encoding == "utf-16" else ""
-        return (f"header=true, delim='{delimiter}', {quote}, skip=0, strict_mode=true, "
-                f"null_padding=false{decimal}{encoding}")
-
-
-def _dialect(path: Path) -> _Dialect:
-    """How ``path`` is written. Its text is UTF-8, or UTF-16 after that encoding's byte order mark
-    (a spreadsheet's "Unicode text"), or else Windows text (an older export's 'Müller' or '€ 5').
-    Fields are separated by commas unless its header row has none, then by whichever of ';', tab or
-    '|' splits it most (spreadsheet exports in many countries use ';' with decimal commas); where
-    fields are not separated by commas, numbers written with a decimal comma ('70,5') are read as
-    numbers, and a field that starts with a quote it does not close ('"Elderly" patient' in a
-    tab-separated vocabulary export) means the file does not quote its fields."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rb") as handle:
-            raw = handle.read(_SAMPLE_BYTES)
-    except (OSError, EOFError, zlib.error):
-        return _Dialect()  # unreadable: DuckDB's read says why
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        encoding, text = "utf-16", raw[:len(raw) // 2 * 2].decode("utf-16", errors="replace")
-    else:
-        try:  # a character cut at the sample's end is no error
-            text = codecs.getincrementaldecoder("utf-8-sig")().decode(raw, final=False)
-            encoding = "utf-8"
-        except UnicodeDecodeError:
-            encoding, text = "windows", _windows_text(raw)
-    lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
-    if len(raw) == _SAMPLE_BYTES:
-        lines = lines[:-1]  # cut off by the sample
-    header = tuple(next(csv.reader(lines[:1]), []))
-    if len(header) != 1:
-        return _Dialect(encoding=encoding, header=header)
-    headers = {d: tuple(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
-    delimiter = max(_OTHER_DELIMITERS, key=lambda d: len(headers[d]))
-    if len(headers[delimiter]) == 1:
-        return _Dialect(encoding=encoding, header=header)  # one column
-    bare = [line.rstrip("\r\n").split(delimiter) for line in lines]
-    quoted = not (all(len(row) == len(headers[delimiter]) for row in bare)
-                  and any(f.startswith('"') and not (len(f) > 1 and f.endswith('"')) for row in bare for f in row))
-    rows = csv.reader(lines[1:], delimiter=delimiter) if quoted else bare[1:]
-    fields = [f.strip() for row in rows for f in row]
-    comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
-    return _Dialect(delimiter, comma, encoding, quoted, headers[delimiter] if quoted else tuple(bare[0]))
-
-
-def header_row(path: Path) -> list[str]:
-    """The column names of a table file, lower case, as loading would name them (none for a file
-    that cannot be read: loading it says why)."""
-    if path.name.lower().endswith(".parquet"):
-        literal = str(path).replace("'", "''")
-        try:
-            described = duckdb.execute(f"SELECT * FROM read_parquet('{literal}') LIMIT 0").description or []
-        except duckdb.Error:
-            return []
-        return [str(column[0]).lower() for column in described]
-    return [name.strip().lower() for name in _dialect(path).header]
-
-
-def _blank(path: Path) -> bool:
-    """Whether a CSV file holds nothing at all, not even a header row (a parquet file always
-    has its columns)."""
-    if path.name.lower().endswith(".parquet"):
-        return False
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
-            return not any(line.strip() for line in handle)
-    except (OSError, EOFError, zlib.error):
-        return False  # unreadable: loading it says why
-
-
 def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str],
               scratch: Path) -> int:
     """Load ``path`` as ``table``. Windows text is read through a UTF-8 copy in ``scratch``, and so
     is a file that is UTF-8 only at its start (its later bytes that are not UTF-8 are Windows text,
     as a spreadsheet appending to it writes them)."""
     parquet = path.name.lower().endswith(".parquet")
-    dialect = _Dialect() if parquet else _dialect(path)
+    dialect = Dialect() if parquet else read_dialect(path)
     if dialect.encoding != "windows":
         try:
             return _create_table(con, table, path, dialect, overrides)
@@ -305,18 +191,18 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
     with tempfile.TemporaryDirectory(prefix=".ehr-magic-text-", dir=scratch) as folder:
         copy = Path(folder) / "utf8.csv"
         try:
-            _write_utf8_copy(path, copy, utf8_start=dialect.encoding == "utf-8")
+            write_utf8_copy(path, copy, utf8_start=dialect.encoding == "utf-8")
         except OSError as exc:
             raise DataSourceError(f"Cannot load {path} as table {table}: writing its UTF-8 copy in {scratch} "
                                   f"failed ({exc.strerror or exc}); make room there and load again.") from None
-        utf8 = _dialect(copy)
+        utf8 = read_dialect(copy)
         try:
             return _create_table(con, table, copy, utf8, overrides)
         except duckdb.Error as exc:
             raise DataSourceError(read_error(path, table, _explained(con, copy, utf8, exc))) from None
 
 
-def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialect: _Dialect,
+def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialect: Dialect,
                   overrides: dict[str, str]) -> int:
     literal = str(path).replace("'", "''")
     if path.name.lower().endswith(".parquet"):
@@ -343,28 +229,14 @@ def _not_utf8(exc: duckdb.Error) -> bool:
     return "not utf-8 encoded" in text or "invalid unicode" in text
 
 
-def _write_utf8_copy(path: Path, copy: Path, *, utf8_start: bool) -> None:
-    """Write the text of ``path`` to ``copy`` as UTF-8, line for line (so the line numbers of
-    errors stay true). Text that is not UTF-8 is read as Windows text; after a UTF-8 start only
-    the bytes that are not UTF-8 are, since that part was written as UTF-8."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as source, open(copy, "wb") as target:
-        while block := source.read(_COPY_CHUNK):
-            if utf8_start:
-                block += source.readline()  # a character is never cut in two
-                target.write(block.decode("utf-8", errors=_NOT_UTF8).encode())
-            else:
-                target.write(_windows_text(block).encode())  # one byte a character: no cut to mind
-
-
-def _explained(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dialect, exc: duckdb.Error) -> duckdb.Error:
+def _explained(con: duckdb.DuckDBPyConnection, path: Path, dialect: Dialect, exc: duckdb.Error) -> duckdb.Error:
     """When the sniffer gave up, the error of a strict read, which names the bad line."""
     if "sniffing" in str(exc).lower():
         return _strict_read_error(con, path, dialect) or exc
     return exc
 
 
-def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path, dialect: _Dialect) -> duckdb.Error | None:
+def _strict_read_error(con: duckdb.DuckDBPyConnection, path: Path, dialect: Dialect) -> duckdb.Error | None:
     """When the sniffer gave up, a plain text read with the header's width names the bad line."""
     if not dialect.header:
         return None  # unreadable: the DuckDB error already says what is wrong with the file

@@ -20,9 +20,7 @@ Everything is marked as drafted so the analyst checks and improves it.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import gzip
 import re
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -33,6 +31,7 @@ import duckdb
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import meaning, naming
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
+from ehr_magic.table_files import written_header
 from ehr_magic.knowledge.model import Knowledge, TableInfo
 from ehr_magic.knowledge.drafting.profiling import Column, Table, column_types, profile, settle_row_numbers
 from ehr_magic.text import split_words
@@ -102,17 +101,7 @@ def dataset_clock(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> D
 def original_names(path: Path) -> dict[str, str]:
     """Lower-cased column name -> the header as written (``admitDateTime``), whose case
     tells the words apart; empty when the header cannot be read."""
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            literal = str(path).replace("'", "''")
-            header = [row[0] for row in duckdb.execute(f"DESCRIBE SELECT * FROM read_parquet('{literal}')").fetchall()]
-        else:
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
-                header = next(csv.reader(handle), [])
-    except (OSError, EOFError, duckdb.Error, csv.Error):
-        return {}
+    header = written_header(path)
     names: dict[str, str] = {}
     for column in header:
         # DuckDB keeps both of 'Id' and 'ID', the second as 'ID_1', lower-cased to 'id_1' on loading.
@@ -125,7 +114,7 @@ def original_names(path: Path) -> dict[str, str]:
 
 
 def _stem(path: Path) -> str:
-    return re.sub(r"(\.csv\.gz|\.csv|\.parquet)$", "", path.name, flags=re.IGNORECASE)
+    return re.sub(r"\.(csv|tsv)(\.gz)?$|\.parquet$", "", path.name, flags=re.IGNORECASE)
 
 
 def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None],

@@ -1,0 +1,162 @@
+"""How a table file is written: its text encoding, delimiter, decimal mark, quoting and header row.
+
+Loading states these to DuckDB's CSV reader rather than letting it sniff them, and drafting reads
+the header as written (``admitDateTime``, whose case tells its words apart).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+# CSV, stated rather than sniffed: the sniffer can take a ragged file for a one-column one (or a
+# header further down) and load it silently. Only the delimiter and the decimal mark are read from
+# the file (``read_dialect``).
+_OTHER_DELIMITERS = ";\t|"
+_SAMPLE_BYTES = 1 << 16  # read to tell the text encoding, the delimiter and the decimal mark
+_SAMPLE_LINES = 200
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+_DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
+
+
+# Windows "ANSI" text (code page 1252) is Latin-1 except for 0x80-0x9F, where it has the euro sign,
+# curly quotes and dashes rather than control characters; the five bytes it leaves undefined keep
+# their Latin-1 meaning. DuckDB reads neither, so such a file is read through a UTF-8 copy.
+_UNDEFINED_IN_WINDOWS = "ehr-magic-latin-1"
+_NOT_UTF8 = "ehr-magic-windows"
+
+
+def _as_latin_1(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeDecodeError):
+        raise error  # only ever named for decoding
+    return error.object[error.start:error.end].decode("latin-1"), error.end
+
+
+def _as_windows_text(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeDecodeError):
+        raise error  # only ever named for decoding
+    return windows_text(error.object[error.start:error.end]), error.end
+
+
+codecs.register_error(_UNDEFINED_IN_WINDOWS, _as_latin_1)
+codecs.register_error(_NOT_UTF8, _as_windows_text)
+_COPY_CHUNK = 1 << 22
+
+
+def windows_text(raw: bytes) -> str:
+    """``raw`` read as Windows text (code page 1252, of which Latin-1 text is a part)."""
+    return raw.decode("cp1252", errors=_UNDEFINED_IN_WINDOWS)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a CSV file is written, as ``read_dialect`` finds it."""
+
+    delimiter: str = ","
+    decimal_comma: bool = False
+    encoding: str = "utf-8"  # utf-8 or utf-16, which DuckDB reads, or windows (read through a UTF-8 copy)
+    quoted: bool = True  # '"' may enclose a field; not in a file whose fields hold bare quotes
+    header: tuple[str, ...] = ()  # the column names as the header row writes them (none: unreadable)
+
+    @property
+    def options(self) -> str:
+        """As read_csv options (of the UTF-8 copy, for Windows text)."""
+        delimiter = "\\t" if self.delimiter == "\t" else self.delimiter
+        quote = "quote='\"', escape='\"'" if self.quoted else "quote='', escape=''"
+        decimal = ", decimal_separator=','" if self.decimal_comma else ""
+        encoding = ", encoding='utf-16'" if self.encoding == "utf-16" else ""
+        return (f"header=true, delim='{delimiter}', {quote}, skip=0, strict_mode=true, "
+                f"null_padding=false{decimal}{encoding}")
+
+
+def read_dialect(path: Path) -> Dialect:
+    """How ``path`` is written. Its text is UTF-8, or UTF-16 after that encoding's byte order mark
+    (a spreadsheet's "Unicode text"), or else Windows text (an older export's 'Müller' or '€ 5').
+    Fields are separated by commas unless its header row has none, then by whichever of ';', tab or
+    '|' splits it most (spreadsheet exports in many countries use ';' with decimal commas); where
+    fields are not separated by commas, numbers written with a decimal comma ('70,5') are read as
+    numbers, and a field that starts with a quote it does not close ('"Elderly" patient' in a
+    tab-separated vocabulary export) means the file does not quote its fields."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rb") as handle:
+            raw = handle.read(_SAMPLE_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return Dialect()  # unreadable: DuckDB's read says why
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding, text = "utf-16", raw[:len(raw) // 2 * 2].decode("utf-16", errors="replace")
+    else:
+        try:  # a character cut at the sample's end is no error
+            text = codecs.getincrementaldecoder("utf-8-sig")().decode(raw, final=False)
+            encoding = "utf-8"
+        except UnicodeDecodeError:
+            encoding, text = "windows", windows_text(raw)
+    lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
+    if len(raw) == _SAMPLE_BYTES:
+        lines = lines[:-1]  # cut off by the sample
+    header = tuple(next(csv.reader(lines[:1]), []))
+    if len(header) != 1:
+        return Dialect(encoding=encoding, header=header)
+    headers = {d: tuple(next(csv.reader(lines[:1], delimiter=d), [])) for d in _OTHER_DELIMITERS}
+    delimiter = max(_OTHER_DELIMITERS, key=lambda d: len(headers[d]))
+    if len(headers[delimiter]) == 1:
+        return Dialect(encoding=encoding, header=header)  # one column
+    bare = [line.rstrip("\r\n").split(delimiter) for line in lines]
+    quoted = not (all(len(row) == len(headers[delimiter]) for row in bare)
+                  and any(f.startswith('"') and not (len(f) > 1 and f.endswith('"')) for row in bare for f in row))
+    rows = csv.reader(lines[1:], delimiter=delimiter) if quoted else bare[1:]
+    fields = [f.strip() for row in rows for f in row]
+    comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
+    return Dialect(delimiter, comma, encoding, quoted, headers[delimiter] if quoted else tuple(bare[0]))
+
+
+def written_header(path: Path) -> list[str]:
+    """The column names of a table file as its header row writes them (``admitDateTime``); none
+    for a file that cannot be read (loading it says why)."""
+    if path.name.lower().endswith(".parquet"):
+        literal = str(path).replace("'", "''")
+        try:
+            described = duckdb.execute(f"SELECT * FROM read_parquet('{literal}') LIMIT 0").description or []
+        except duckdb.Error:
+            return []
+        return [str(column[0]) for column in described]
+    return [name.strip() for name in read_dialect(path).header]
+
+
+def header_row(path: Path) -> list[str]:
+    """The column names of a table file, lower case, as loading names them."""
+    return [name.lower() for name in written_header(path)]
+
+
+def is_blank(path: Path) -> bool:
+    """Whether a CSV file holds nothing at all, not even a header row (a parquet file always
+    has its columns)."""
+    if path.name.lower().endswith(".parquet"):
+        return False
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+            return not any(line.strip() for line in handle)
+    except (OSError, EOFError, zlib.error):
+        return False  # unreadable: loading it says why
+
+
+def write_utf8_copy(path: Path, copy: Path, *, utf8_start: bool) -> None:
+    """Write the text of ``path`` to ``copy`` as UTF-8, line for line (so the line numbers of
+    errors stay true). Text that is not UTF-8 is read as Windows text; after a UTF-8 start only
+    the bytes that are not UTF-8 are, since that part was written as UTF-8."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as source, open(copy, "wb") as target:
+        while block := source.read(_COPY_CHUNK):
+            if utf8_start:
+                block += source.readline()  # a character is never cut in two
+                target.write(block.decode("utf-8", errors=_NOT_UTF8).encode())
+            else:
+                target.write(windows_text(block).encode())  # one byte a character: no cut to mind
