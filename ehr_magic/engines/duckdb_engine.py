@@ -50,7 +50,8 @@ class DuckDBEngine(Engine):
         if path.is_dir():
             raise DatabaseError(
                 f"{target} is a folder, not a database file; load its table files into one with "
-                f"`ehr-magic data load csv {target} --out FILE.duckdb` (CSV, TSV or parquet), then connect to FILE."
+                f"`ehr-magic data load csv {target} --out FILE.duckdb` (CSV, TSV, parquet or spreadsheets), "
+                "then connect to FILE."
             )
         if not path.is_file():
             raise DatabaseError(

@@ -91,8 +91,9 @@ BUILTIN_SOURCES = (
                "FILE.sqlite", _load_ehrsql),
     SourceSpec("eicu", "eicu", "eICU-CRD v2.x CSV, CSV.gz or parquet files in one folder (demo or full)",
                "DIR [DIR ...]", _load_eicu),
-    SourceSpec("csv", "csv_<folder>", "any folder of CSV or TSV (gzipped or not) or parquet files, one table per file, "
-               "with knowledge drafted from the data", "DIR", _load_csv_folder, options=("schema",)),
+    SourceSpec("csv", "csv_<folder>", "any folder of CSV or TSV (gzipped or not), parquet or spreadsheet files, "
+               "one table per file (per sheet of a workbook), with knowledge drafted from the data", "DIR",
+               _load_csv_folder, options=("schema",)),
 )
 
 

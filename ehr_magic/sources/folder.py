@@ -20,6 +20,7 @@ import datetime as dt
 import gzip
 import os
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
+from ehr_magic.sources import workbooks
 from ehr_magic.table_files import header_row
 from ehr_magic.errors import DataSourceError
 
@@ -77,13 +79,18 @@ def check_schema(name: str) -> str:
     return name
 
 
+_FILE_SUFFIXES = SUFFIXES + workbooks.SUFFIXES
+
+
 def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
-    """``table -> file`` for every table file directly in ``dirs``; refuses two files for one table."""
+    """``table -> file`` for every table file (or workbook) directly in ``dirs``; refuses two
+    files for one table."""
     files: dict[str, Path] = {}
     for folder in check_dirs(dirs):
-        found = sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(SUFFIXES))
+        found = sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(_FILE_SUFFIXES)
+                       and not p.name.startswith("~$"))  # a spreadsheet program's lock file
         for path in found:
-            stem = path.name[: -len(next(s for s in SUFFIXES if path.name.lower().endswith(s)))]
+            stem = path.name[: -len(next(s for s in _FILE_SUFFIXES if path.name.lower().endswith(s)))]
             table = table_name(stem)
             if table in files:
                 raise DataSourceError(
@@ -92,9 +99,10 @@ def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
     if not files:
         folders = check_dirs(dirs)
         below = sorted({p.parent.name for f in folders for p in f.glob("*/*")
-                        if p.is_file() and p.name.lower().endswith(SUFFIXES)})
+                        if p.is_file() and p.name.lower().endswith(_FILE_SUFFIXES)})
         hint = f" Its subfolders {', '.join(below)} hold some: pass those instead." if below else ""
-        raise DataSourceError(f"No .csv, .tsv (or gzipped) or .parquet files in {', '.join(map(str, folders))}.{hint}")
+        raise DataSourceError(f"No .csv, .tsv (or gzipped), .parquet or spreadsheet (.xlsx, .xls, .ods) files "
+                              f"in {', '.join(map(str, folders))}.{hint}")
     return files
 
 
@@ -108,7 +116,21 @@ def load(
 ) -> LoadReport:
     """Build ``out`` from the table files of ``dirs``, with knowledge drafted from the data."""
     dirs = list(dirs)
-    files = find_files(dirs)
+    found = find_files(dirs)
+    if not any(workbooks.is_workbook(path) for path in found.values()):
+        return _load(found, {}, dirs, out, now=now, progress=progress, schema=schema)
+    scratch = Path(out).expanduser().resolve().parent
+    if not scratch.is_dir():
+        raise DataSourceError(f"Folder {scratch} does not exist; create it or choose another --out.")
+    with tempfile.TemporaryDirectory(prefix=".ehr-magic-sheets-", dir=scratch) as folder:
+        files, empty = workbooks.sheet_files(found, Path(folder), table_name,
+                                             (lambda step: progress(step, 0, len(found))) if progress else None)
+        return _load(files, empty, dirs, out, now=now, progress=progress, schema=schema)
+
+
+def _load(files: dict[str, Path], empty: dict[str, Path], dirs: list[os.PathLike[str] | str],
+          out: os.PathLike[str] | str, *, now: dt.datetime | str | None, progress: Progress | None,
+          schema: str | None) -> LoadReport:
     first = check_dirs(dirs)[0]
     chosen = schema is not None
     schema = check_schema(schema) if schema else schema_id(first)
@@ -141,7 +163,7 @@ def load(
     previous = knowledge_io.stored_at(out, schema)
 
     return load_tables(files, out, schema=schema, source=SOURCE, dataset=dataset, type_overrides=TYPE_OVERRIDES,
-                       now=now, progress=progress, finish=finish)
+                       now=now, empty=empty, progress=progress, finish=finish)
 
 
 def files_schema(dirs: Iterable[os.PathLike[str] | str]) -> str | None:
@@ -150,7 +172,7 @@ def files_schema(dirs: Iterable[os.PathLike[str] | str]) -> str | None:
     from ehr_magic.db import schemas
 
     found = schemas.recognise({table: dict.fromkeys(header_row(path), "VARCHAR")
-                               for table, path in find_files(dirs).items()})
+                               for table, path in find_files(dirs).items() if not workbooks.is_workbook(path)})
     return None if found == schemas.UNKNOWN else found
 
 

@@ -131,6 +131,7 @@ def load_tables(
     type_overrides: dict[str, str],
     now: dt.datetime | str | None = None,
     missing: list[str] | None = None,
+    empty: dict[str, Path] | None = None,
     progress: Progress | None = None,
     finish: Finish | None = None,
     metadata: dict[str, str] | None = None,
@@ -141,15 +142,17 @@ def load_tables(
     wherever they occur (ids as BIGINT, codes as VARCHAR...), or of one table's column
     with a ``"table.column"`` key, or of every column ending in a suffix with a
     ``"*suffix"`` key (``"*offset"``); the exact name wins. Without ``now``, the
-    clock is the latest timestamp found in the data. ``metadata`` adds keys to the
+    clock is the latest timestamp found in the data. ``empty`` are files already found to hold
+    nothing, reported as skipped. ``metadata`` adds keys to the
     database's metadata; with ``time_model="offset"`` the data has no dates and no clock.
     ``finish(con, report)`` runs inside the same atomic build once every table is in
     (e.g. to draft and store knowledge); a datetime it returns is the clock unless
     ``now`` was given, and the ``report.schema`` it sets is the schema recorded.
     """
     extra = dict(metadata or {})
-    report = LoadReport(missing=list(missing or []), time_model=extra.get("time_model", "calendar"), schema=schema)
-    if not files:
+    report = LoadReport(missing=list(missing or []), time_model=extra.get("time_model", "calendar"), schema=schema,
+                        empty={table: str(path) for table, path in (empty or {}).items()})
+    if not files and not report.empty:
         raise DataSourceError("No table files found in the given folder(s); is this the right dataset folder?")
     with building(out) as con:
         for i, (table, path) in enumerate(files.items()):
