@@ -16,6 +16,8 @@ from pathlib import Path
 
 import duckdb
 
+from ehr_magic.identifiers import text_literal
+
 # CSV, stated rather than sniffed: the sniffer can take a ragged file for a one-column one (or a
 # header further down) and load it silently. Only the delimiter and the decimal mark are read from
 # the file (``read_dialect``).
@@ -117,13 +119,50 @@ def read_dialect(path: Path) -> Dialect:
     return Dialect(delimiter, comma, encoding, quoted, headers[delimiter] if quoted else tuple(bare[0]))
 
 
+def is_parquet(path: Path) -> bool:
+    """A parquet file, or a folder of parquet parts (``is_parquet_dataset``)."""
+    return path.name.lower().endswith(".parquet") or path.is_dir()
+
+
+def parquet_parts(folder: Path) -> list[Path]:
+    """The parquet files anywhere below ``folder``, as Spark, Hive, pyarrow or polars write one
+    table's parts (``year=2020/part-0.parquet``); not under a name starting with '_' or '.', which
+    is their bookkeeping (``_SUCCESS``, ``_temporary``, ``.part-0.parquet.crc``)."""
+    return sorted(path for path in folder.rglob("*.parquet")
+                  if path.is_file() and not any(part.startswith(("_", "."))
+                                                for part in path.relative_to(folder).parts))
+
+
+def parquet_reader(path: Path) -> str:
+    """The DuckDB table function that reads a parquet file or a folder of parts (the folder names
+    of a partitioned table, ``year=2020``, as columns)."""
+    if not path.is_dir():
+        return "read_parquet(" + text_literal(str(path)) + ")"
+    files = ", ".join(text_literal(str(part)) for part in parquet_parts(path))
+    return f"read_parquet([{files}], hive_partitioning=true, union_by_name=true)"
+
+
+def is_parquet_dataset(folder: Path) -> bool:
+    """Whether ``folder`` holds the parts of one table: parquet files (and no other table files)
+    with the same columns. A folder of different tables (MIMIC-IV's hosp/ in parquet) is not one."""
+    parts = parquet_parts(folder)
+    if not parts or (folder / "_delta_log").is_dir():
+        return False
+    listed = ", ".join(text_literal(str(part)) for part in parts)
+    try:
+        shapes = duckdb.execute(f"SELECT count(DISTINCT columns) FROM (SELECT file_name, list(name ORDER BY name) "
+                                f"AS columns FROM parquet_schema([{listed}]) GROUP BY file_name)").fetchall()
+    except duckdb.Error:
+        return False  # an unreadable part: not taken for a table
+    return shapes[0][0] == 1
+
+
 def written_header(path: Path) -> list[str]:
     """The column names of a table file as its header row writes them (``admitDateTime``); none
     for a file that cannot be read (loading it says why)."""
-    if path.name.lower().endswith(".parquet"):
-        literal = str(path).replace("'", "''")
+    if is_parquet(path):
         try:
-            described = duckdb.execute(f"SELECT * FROM read_parquet('{literal}') LIMIT 0").description or []
+            described = duckdb.execute(f"SELECT * FROM {parquet_reader(path)} LIMIT 0").description or []
         except duckdb.Error:
             return []
         return [str(column[0]) for column in described]
@@ -138,7 +177,7 @@ def header_row(path: Path) -> list[str]:
 def is_blank(path: Path) -> bool:
     """Whether a CSV file holds nothing at all, not even a header row (a parquet file always
     has its columns)."""
-    if path.name.lower().endswith(".parquet"):
+    if is_parquet(path):
         return False
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:

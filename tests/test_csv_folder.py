@@ -502,3 +502,46 @@ def test_a_tab_separated_windows_export_is_drafted_from_its_header_as_written(tm
         assert stays.row.startswith("One row per ward stay."), stays.row
         assert ehr.sql("SELECT DISTINCT wardname FROM wardstays ORDER BY 1")["wardname"].to_list() == [
             "Station Süd – 0", "Station Süd – 1", "Station Süd – 2"]
+
+
+def test_a_folder_of_parquet_parts_is_one_table_and_a_delta_table_is_refused(tmp_path: Path) -> None:
+    """Spark's, Hive's and pyarrow's exports write a table as a folder of parts (partition folders
+    such as year=2023 become a column); a folder of different tables is not one, and a Delta
+    table, whose parts include rows it has since deleted, is refused in one sentence."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    labs = pl.DataFrame({"PatientId": [i % 50 + 1 for i in range(3000)], "Test": ["Hb", "Na", "K"] * 1000,
+                         "Taken": [dt.datetime(2023, 1, 1) + dt.timedelta(hours=3 * i) for i in range(3000)]})
+    pq.write_to_dataset(labs.with_columns(year=pl.col("Taken").dt.year()).to_arrow(), lake / "lab_results",
+                        partition_cols=["year"])
+    spark = lake / "patients.parquet"  # Spark names the folder as a file, with bookkeeping beside the parts
+    spark.mkdir()
+    patients = pl.DataFrame({"PatientId": list(range(1, 51)), "Sex": ["F", "M"] * 25})
+    patients[:25].write_parquet(spark / "part-00000-a1.snappy.parquet")
+    patients[25:].write_parquet(spark / "part-00001-a1.snappy.parquet")
+    (spark / "_SUCCESS").write_text("")
+    (spark / ".part-00000-a1.snappy.parquet.crc").write_text("crc")
+    (lake / "hosp").mkdir()  # different tables, not the parts of one
+    pl.DataFrame({"a": [1]}).write_parquet(lake / "hosp" / "one.parquet")
+    pl.DataFrame({"b": ["x"]}).write_parquet(lake / "hosp" / "two.parquet")
+    (lake / "tests.csv").write_text("Test,TestName\nHb,Hemoglobin\nNa,Sodium\nK,Potassium\n")
+    out = tmp_path / "lake.duckdb"
+    report = sources.load("csv", [lake], out)
+    assert report.tables == {"lab_results": 3000, "patients": 50, "tests": 3}
+    with ehr_magic.connect(out) as ehr:
+        assert ehr.sql("SELECT year, count(*) AS n FROM lab_results GROUP BY 1 ORDER BY 1").rows() == [
+            (2023, 2920), (2024, 80)]
+        tables = ehr.knowledge.tables
+        assert tables["patients"].row.startswith("One row per patient."), tables["patients"].row
+        assert "refers to patients" in tables["lab_results"].columns["patientid"]
+        assert "refers to tests" in tables["lab_results"].columns["test"]
+
+    (lake / "encounters" / "_delta_log").mkdir(parents=True)
+    pl.DataFrame({"id": [1]}).write_parquet(lake / "encounters" / "part-0.parquet")
+    line = one_error_line(run("data", "load", "csv", str(lake), "--out", str(tmp_path / "d.duckdb"), "--quiet"))
+    assert line == (f"error: {lake / 'encounters'} is a Delta table, whose parquet files hold rows it has since "
+                    "deleted or replaced; export it as plain parquet (Spark: df.write.parquet) or CSV and load that."
+                    ), line

@@ -1,7 +1,10 @@
-"""Any folder of CSV or TSV (gzipped or not) or parquet files: one table per file, knowledge drafted.
+"""Any folder of CSV or TSV (gzipped or not), parquet or spreadsheet files: one table per file,
+knowledge drafted.
 
 The table name is the file name without its suffix, lower-cased and made a plain SQL
-identifier (``Lab Results.csv`` -> ``lab_results``). Types are inferred by DuckDB from
+identifier (``Lab Results.csv`` -> ``lab_results``); a workbook gives a table per sheet
+(``workbooks``), and a subfolder of parquet parts with the same columns is one table, named for
+the subfolder (``table_files.is_parquet_dataset``). Types are inferred by DuckDB from
 the whole file; only columns that look numeric but are labels (zip codes, phone
 numbers) are kept as text. Timestamps with a time zone become plain UTC timestamps, so
 they compare with the dataset clock and with polars datetimes.
@@ -36,7 +39,7 @@ from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
 from ehr_magic.sources import workbooks
-from ehr_magic.table_files import header_row
+from ehr_magic.table_files import header_row, is_parquet, is_parquet_dataset
 from ehr_magic.errors import DataSourceError
 
 SOURCE = "csv-folder"
@@ -89,9 +92,9 @@ def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
     for folder in check_dirs(dirs):
         found = sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(_FILE_SUFFIXES)
                        and not p.name.startswith("~$"))  # a spreadsheet program's lock file
-        for path in found:
-            stem = path.name[: -len(next(s for s in _FILE_SUFFIXES if path.name.lower().endswith(s)))]
-            table = table_name(stem)
+        for path in found + _parquet_datasets(folder):
+            suffix = next((s for s in _FILE_SUFFIXES if path.name.lower().endswith(s)), "")
+            table = table_name(path.name[: len(path.name) - len(suffix)])
             if table in files:
                 raise DataSourceError(
                     f"Files {files[table]} and {path} would both become table {table}; remove or rename one of them.")
@@ -104,6 +107,18 @@ def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
         raise DataSourceError(f"No .csv, .tsv (or gzipped), .parquet or spreadsheet (.xlsx, .xls, .ods) files "
                               f"in {', '.join(map(str, folders))}.{hint}")
     return files
+
+
+def _parquet_datasets(folder: Path) -> list[Path]:
+    """The subfolders of ``folder`` that are one table each, as a folder of parquet parts (Spark's,
+    Hive's, a partitioned pyarrow or polars dataset's). A Delta table's parts include rows it has
+    since deleted or replaced, so it is refused rather than read wrong."""
+    subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    delta = [sub for sub in subfolders if (sub / "_delta_log").is_dir()]
+    if delta:
+        raise DataSourceError(f"{delta[0]} is a Delta table, whose parquet files hold rows it has since deleted or "
+                              "replaced; export it as plain parquet (Spark: df.write.parquet) or CSV and load that.")
+    return [sub for sub in subfolders if is_parquet_dataset(sub)]
 
 
 def load(
@@ -222,7 +237,7 @@ def _latest(con: duckdb.DuckDBPyConnection, table: str, column: str) -> object:
 def _check_shape(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> None:
     """Refuse a CSV that DuckDB could only read as one column of whole lines: a row with a
     different number of fields makes its sniffer give up on the delimiter."""
-    if path.name.lower().endswith(".parquet"):
+    if is_parquet(path):
         return
     columns = con.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
                           "AND table_name = ?", [table]).fetchall()

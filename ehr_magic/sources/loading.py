@@ -21,7 +21,8 @@ import duckdb
 from ehr_magic.db.build import building, write_metadata
 from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
-from ehr_magic.table_files import Dialect, is_blank, read_dialect, write_utf8_copy
+from ehr_magic.table_files import (Dialect, is_blank, is_parquet, parquet_reader, read_dialect,
+                                   write_utf8_copy)
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
     """Load ``path`` as ``table``. Windows text is read through a UTF-8 copy in ``scratch``, and so
     is a file that is UTF-8 only at its start (its later bytes that are not UTF-8 are Windows text,
     as a spreadsheet appending to it writes them)."""
-    parquet = path.name.lower().endswith(".parquet")
+    parquet = is_parquet(path)
     dialect = Dialect() if parquet else read_dialect(path)
     if dialect.encoding != "windows":
         try:
@@ -208,8 +209,8 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
 def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialect: Dialect,
                   overrides: dict[str, str]) -> int:
     literal = str(path).replace("'", "''")
-    if path.name.lower().endswith(".parquet"):
-        reader = f"read_parquet('{literal}')"
+    if is_parquet(path):
+        reader = parquet_reader(path)
     else:
         header = con.execute(
             f"SELECT * FROM read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1) LIMIT 0"
