@@ -408,6 +408,12 @@ CLINIC = [
     "CREATE TABLE clinic.notes_export (column0 text, column1 text)",
     "INSERT INTO clinic.notes_export VALUES ('NOTE_ID', 'NOTE_TEXT')",
     "CREATE VIEW clinic.broken AS SELECT 1 / (patient_id - patient_id) AS x FROM clinic.patients",
+    # A warehouse's marts: a materialized view (which information_schema leaves out) and a view,
+    # each named with the mark of its kind.
+    ("CREATE MATERIALIZED VIEW clinic.mv_visit_summary AS SELECT patient_id, count(*)::int AS visit_count "
+     "FROM clinic.visits GROUP BY patient_id"),
+    ("CREATE VIEW clinic.vw_inpatient_visits AS SELECT visit_id, patient_id FROM clinic.visits "
+     "WHERE visit_type = 'inpatient'"),
     "CREATE SCHEMA nothing_here",
 ]
 
@@ -439,9 +445,16 @@ def test_a_postgres_database_gets_drafted_knowledge_with_sampling(clinic: str, p
         assert any(note.startswith("Table broken cannot be read") and "division by zero" in note
                    for note in ehr.connect_notes())
         assert ehr.stored_knowledge is None  # partial (broken left out): not kept
+        summary, inpatient = knowledge.tables["mv_visit_summary"], knowledge.tables["vw_inpatient_visits"]
+        assert summary.row.startswith("One row per visit summary. ") and summary.key == "patient_id", summary
+        assert summary.columns["visit_count"].startswith("INTEGER"), summary.columns
+        assert "patients ON mv_visit_summary.patient_id = patients.patient_id" in summary.joins
+        assert inpatient.row.startswith("One row per inpatient visit. "), inpatient.row
+        assert ehr.count("mv_visit_summary") == 300
     tables = pg_server.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'clinic' "
                                "ORDER BY 1", "clinicdb")
-    assert [t[0] for t in tables] == ["broken", "labs", "notes_export", "patients", "visits"]  # never written to
+    assert [t[0] for t in tables] == ["broken", "labs", "notes_export", "patients", "visits",
+                                      "vw_inpatient_visits"]  # never written to
 
 
 def test_postgres_bad_input(clinic: str, pg_server: PostgresServer) -> None:

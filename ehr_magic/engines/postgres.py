@@ -152,13 +152,13 @@ class PostgresEngine(Engine):
     def table_columns(self) -> dict[str, dict[str, str]]:
         rows = self._rows(
             "SELECT c.table_name, c.column_name, c.data_type, c.numeric_precision, c.numeric_scale, "
-            "array_position(current_schemas(false), c.table_schema::name) AS rank "
+            "array_position(current_schemas(false), c.table_schema::name) AS rank, c.ordinal_position "
             "FROM information_schema.columns c "
             "WHERE c.table_schema = ANY(current_schemas(false)) AND c.table_name NOT LIKE '\\_%' "
-            "ORDER BY rank, c.table_name, c.ordinal_position")
+            f"UNION ALL {_MATERIALIZED_VIEW_COLUMNS} ORDER BY rank, 1, 7")
         tables: dict[str, dict[str, str]] = {}
         owner: dict[str, int] = {}
-        for table, column, dtype, precision, scale, rank in rows:
+        for table, column, dtype, precision, scale, rank, _ in rows:
             if owner.setdefault(table, rank) != rank:
                 continue  # shadowed by the same name in an earlier schema of the search_path
             tables.setdefault(table, {})[column] = _duckdb_type(dtype, precision, scale)
@@ -368,6 +368,22 @@ def _batches(relation: Any) -> Any:
     if hasattr(relation, "to_arrow_reader"):
         return relation.to_arrow_reader(100_000)
     return relation.fetch_record_batch(100_000)
+
+
+# information_schema leaves out materialized views (a warehouse's data marts are often those):
+# their columns from the catalog, typed as information_schema.columns types a table's.
+_MATERIALIZED_VIEW_COLUMNS = (
+    "SELECT c.relname::text, a.attname::text, "
+    "CASE WHEN t.typelem <> 0 AND t.typlen = -1 THEN 'ARRAY' "
+    "WHEN tn.nspname = 'pg_catalog' THEN format_type(a.atttypid, NULL) ELSE 'USER-DEFINED' END, "
+    "information_schema._pg_numeric_precision(a.atttypid, a.atttypmod), "
+    "information_schema._pg_numeric_scale(a.atttypid, a.atttypmod), "
+    "array_position(current_schemas(false), n.nspname), a.attnum::int "
+    "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+    "JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace tn ON tn.oid = t.typnamespace "
+    "WHERE c.relkind = 'm' AND n.nspname = ANY(current_schemas(false)) AND c.relname NOT LIKE '\\_%' "
+    "AND has_table_privilege(c.oid, 'SELECT')")
 
 
 def _duckdb_type(dtype: str, precision: Any, scale: Any) -> str:

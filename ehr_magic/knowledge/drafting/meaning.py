@@ -272,8 +272,9 @@ def with_phrase(column: str, text: str, phrase: str) -> str:
 
 
 def _title(table: Table) -> str:
-    """A table's name as words, without words that only mark it as a table (``d_``, ``dim``)."""
-    return " ".join(w for w in table.words if w not in naming.GENERIC) or table.name
+    """A table's name as words, without words that only mark it as a table (``d_``, ``dim``) or a
+    view (``vw_``)."""
+    return " ".join(w for w in naming.unmarked(table.words) if w not in naming.GENERIC) or table.name
 
 
 def _span(low: object, high: object) -> str:

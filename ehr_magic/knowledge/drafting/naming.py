@@ -18,12 +18,14 @@ import typeguard
 from ehr_magic.linking.names import english, known, words
 from ehr_magic.linking.warehouse_vocabulary import warehouse_abbreviations
 
-__all__ = ["GENERIC", "PEOPLE", "dataset_words", "english", "entity", "known", "meaningful", "phrase", "read",
-           "singular", "understood", "words"]
+__all__ = ["GENERIC", "PEOPLE", "VIEW_MARKS", "dataset_words", "english", "entity", "known", "meaningful", "phrase",
+           "read", "singular", "understood", "unmarked", "words"]
 
 # Words that say "an identifier", not what is identified.
 GENERIC = frozenset({"id", "ids", "key", "keys", "code", "codes", "num", "number", "no", "nr", "ref", "fk", "pk",
                      "the", "of", "d", "dim", "fact", "tbl", "table", "lkp", "lookup", "dict", "master", "list"})
+# Words that mark a table as a view (``v_patient``, ``vw_lab``, ``mv_lab``, ``patient_vw``), first or last.
+VIEW_MARKS = frozenset({"v", "vw", "vew", "mv", "mvw", "view", "matview"})
 # Words naming people: a "name" column with one of these (or no other word) is personal data.
 PEOPLE = frozenset({"patient", "patients", "person", "persons", "subject", "subjects", "member", "members", "client",
                     "resident", "provider", "providers", "caregiver", "caregivers", "clinician", "staff",
@@ -104,8 +106,18 @@ def entity(table: str, skip: int = 0) -> str:
     """What one row of ``table`` is, from its name: ``lab_results`` -> ``lab result``, ``HSP_ENC``
     -> ``hospital encounter``; the first ``skip`` words only say the dataset (``dataset_words``)."""
     said = read(table)[skip:]
-    parts = [w for w in said if w not in GENERIC and not w.isdigit()] or list(said) or [table]
+    parts = [w for w in unmarked(said) if w not in GENERIC and not w.isdigit()] or list(said) or [table]
     return " ".join([*parts[:-1], singular(parts[-1])])
+
+
+def unmarked(said: Sequence[str]) -> list[str]:
+    """The words of a table's name without a first or last word that marks it as a view."""
+    kept = list(said)
+    if len(kept) > 1 and kept[0] in VIEW_MARKS:
+        kept = kept[1:]
+    if len(kept) > 1 and kept[-1] in VIEW_MARKS:
+        kept = kept[:-1]
+    return kept
 
 
 def dataset_words(tables: Sequence[str], dataset: str) -> int:
