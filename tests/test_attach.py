@@ -92,6 +92,32 @@ def test_eunomia_attached_as_it_is(eunomia: Path) -> None:
     assert not any(name.startswith("_ehr") for name in names)
 
 
+def test_a_cdm_in_schemas_of_its_own_is_found_and_recognised(eunomia: Path, tmp_path: Path) -> None:
+    """OMOP CDMs and dbt-built warehouses keep their tables out of ``main`` (cdm, vocab): the
+    schemas that hold tables are read, or those named after the file (``?search_path=``)."""
+    vocabulary = {"concept", "concept_ancestor", "concept_class", "concept_relationship", "concept_synonym",
+                  "domain", "drug_strength", "relationship", "vocabulary"}
+    split = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(split)) as con:
+        con.execute(f"ATTACH '{eunomia}' AS eunomia (READ_ONLY); CREATE SCHEMA cdm; CREATE SCHEMA vocab")
+        for (table,) in con.execute("SELECT table_name FROM information_schema.tables "
+                                    "WHERE table_catalog = 'eunomia'").fetchall():
+            schema = "vocab" if table.lower() in vocabulary else "cdm"
+            con.execute(f'CREATE TABLE {schema}."{table}" AS SELECT * FROM eunomia.main."{table}"')
+    with ehr_magic.connect(eunomia) as whole, ehr_magic.connect(split) as ehr:
+        assert ehr.schema == whole.schema == "omop_cdm" and ehr.now == whole.now
+        assert sorted(ehr.tables()) == sorted(whole.tables())
+        assert ehr.sql("SELECT count(*) FROM person").item() == whole.sql("SELECT count(*) FROM person").item()
+        query = ("SELECT c.concept_name, count(*) AS n FROM condition_occurrence o JOIN concept c "
+                 "ON c.concept_id = o.condition_concept_id GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3")
+        assert ehr.sql(query).rows() == whole.sql(query).rows()
+    with ehr_magic.connect(f"{split}?search_path=vocab") as vocab:
+        assert sorted(vocab.tables()) == sorted(t for t in whole.tables() if t.lower() in vocabulary)
+        assert vocab.dataset == "warehouse_vocab"
+    with pytest.raises(DatabaseError, match=r"has no schema results; its schemas are cdm, main, vocab\. Fix "):
+        ehr_magic.connect(f"{split}?search_path=results")
+
+
 def test_header_only_tables_are_empty_and_reported(eunomia: Path) -> None:
     with ehr_magic.connect(eunomia) as ehr:
         notes = ehr.connect_notes()

@@ -66,9 +66,12 @@ def _quote(name: str) -> str:
 
 
 def display_name(location: str, remote: bool) -> str:
-    """A short name for a database: the file's stem, else the database (and schema) in its URL."""
+    """A short name for a database: the file's stem (and the first schema chosen after it), else the
+    database (and schema) in its URL."""
     if not remote:
-        return Path(location).stem
+        file, _, chosen = location.partition("?")
+        schemas = parse_qs(chosen).get("search_path", [""])[0].split(",")[0]
+        return Path(file).stem + (f"_{schemas}" if schemas else "")
     parts = urlsplit(location)
     query = parse_qs(parts.query)
     tail = parts.path.strip("/")
@@ -303,7 +306,7 @@ def _copy(con: duckdb.DuckDBPyConnection, engine: Engine, table: str, empty: Map
     if empty is not None:
         con.execute(f"CREATE TABLE {name} AS {empty_select(empty)}")
     elif attached:
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM source.main.{name}")
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM {engine.attached_table('source', table)}")
         con.execute(f"SELECT * FROM {name} LIMIT 100").fetchall()  # a view that errors shows it here
     else:
         rows, total = engine.sample_arrow(table, SERVER_SAMPLE)

@@ -87,7 +87,8 @@ class EHR:
                                                 recognised=None if recognised == "unknown" else recognised,
                                                 progress=progress)
                 self.schema = self.attachment.schema
-            default_name = Path(self._engine.location).stem if not self._engine.remote else self._engine.location
+            default_name = attach.display_name(self._engine.location, False) if not self._engine.remote \
+                else self._engine.location
             self.dataset: str = self.meta.get("dataset", default_name)
             # "calendar": real (shifted) dates and a dataset clock; "offset": minutes from each stay's start.
             self.time_model: str = self.meta.get("time_model") or "calendar"
@@ -489,7 +490,7 @@ class EHR:
         """The database as the indexes kept on disk name it: a file with its size and time of change."""
         if self._engine.remote:
             return self.location
-        stat = Path(self._engine.location).stat()
+        stat = Path(self._engine.location.partition("?")[0]).stat()  # a file, with the schemas chosen after it
         return f"{self._engine.location}|{stat.st_size}|{stat.st_mtime_ns}"
 
     def _distinct_values(self, table: str, column: str) -> list[str]:

@@ -39,6 +39,7 @@ The interface (``Engine``), for an engine author
         or {} when the engine has none that stay put while the data does (optional).
     ``attach_to(con, alias) -> bool``  attach this database read-only to a local DuckDB
         connection under ``alias`` (a DuckDB file can); False when it cannot (optional).
+        ``attached_table(alias, table)`` is then how that connection names one of its tables.
     ``sampled(table, percent) -> str``  ``table`` as a FROM source in the engine's dialect
         reading about ``percent`` % of its rows, the same ones every time (a fixed seed);
         ``sample_arrow`` uses it to read a bounded sample of a table (optional).
@@ -156,6 +157,9 @@ class Engine:
 
     def attach_to(self, con: Any, alias: str) -> bool:
         return False  # read through samples (sample_arrow) instead
+
+    def attached_table(self, alias: str, table: str) -> str:
+        return f"{alias}.main.{quote_identifier(table)}"
 
     def sampled(self, table: str, percent: float) -> str:
         return self.table_ref(table)  # no sampling clause: the first rows (sample_arrow cuts them)

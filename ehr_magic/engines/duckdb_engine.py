@@ -14,6 +14,7 @@ import re
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import duckdb
 import polars as pl
@@ -22,6 +23,7 @@ import pyarrow as pa
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
 from ehr_magic.engines.base import Engine, first_line, quote_identifier
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
+from ehr_magic.identifiers import text_literal
 from ehr_magic.safety import limits
 
 _SAFE_CONFIG = {"enable_external_access": False, "lock_configuration": True}
@@ -32,9 +34,9 @@ class DuckDBEngine(Engine):
     dialect = "duckdb"
     remote = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, search_path: list[str] | None = None) -> None:
         self.path = path
-        self.location = str(path)
+        self.location = str(path) + (f"?search_path={','.join(search_path)}" if search_path else "")
         _check_header(path)
         try:
             self._con = duckdb.connect(str(path), read_only=True, config={**_SAFE_CONFIG, **limits.duckdb_config()})
@@ -43,10 +45,38 @@ class DuckDBEngine(Engine):
         self._local = threading.local()
         self._cursors: list[tuple[threading.Thread, duckdb.DuckDBPyConnection]] = []
         self._cursor_lock = threading.Lock()
+        self._schema_of: dict[str, str] = {}  # table -> the schema it is read from (table_columns)
+        self.search_path = self._schemas(search_path)
+        self._setting = "SET search_path = " + text_literal(",".join(quote_identifier(s) for s in self.search_path))
+        if self.search_path != ["main"]:
+            self._con.execute(self._setting)
+
+    def _schemas(self, chosen: list[str] | None) -> list[str]:
+        """The schemas whose tables analysis sees: those chosen, else ``main`` when it holds a data
+        table, else every schema that does (a warehouse built by dbt, an OMOP CDM in schema cdm)."""
+        held = [row[0] for row in self._con.execute(
+            "SELECT schema_name FROM (SELECT database_name, schema_name, table_name FROM duckdb_tables() UNION ALL "
+            "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal) "
+            "WHERE database_name = current_database() AND table_name NOT LIKE '\\_%' ESCAPE '\\' "
+            "GROUP BY ALL ORDER BY schema_name").fetchall()]
+        if chosen:
+            existing = {row[0] for row in self._con.execute(
+                "SELECT schema_name FROM duckdb_schemas() WHERE database_name = current_database()").fetchall()}
+            missing = [name for name in chosen if name not in existing]
+            if missing:
+                self._con.close()
+                raise DatabaseError(f"DuckDB database {self.path} has no schema {missing[0]}; its schemas are "
+                                    f"{', '.join(sorted(existing))}. Fix search_path= after the file name.")
+            return chosen
+        return ["main"] if "main" in held or not held else held
 
     @classmethod
     def open(cls, target: str | os.PathLike[str], **options: Any) -> DuckDBEngine:
         path = Path(target).expanduser().resolve()
+        text = str(target)
+        if not path.exists() and "?" in text:  # file.duckdb?search_path=cdm,vocab, as in a PostgreSQL URL
+            text, _, query = text.partition("?")
+            return cls(cls.open(text).path, _search_path(query, text))
         if path.is_dir():
             raise DatabaseError(
                 f"{target} is a folder, not a database file; load its table files into one with "
@@ -85,25 +115,39 @@ class DuckDBEngine(Engine):
 
     def table_columns(self) -> dict[str, dict[str, str]]:
         rows = self.cursor().execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = 'main' AND table_name NOT LIKE '\\_%' ESCAPE '\\' "
-            "ORDER BY table_name, ordinal_position"
+            "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_catalog = current_database() AND list_contains($1, table_schema) "
+            "AND table_name NOT LIKE '\\_%' ESCAPE '\\' "
+            "ORDER BY list_position($1, table_schema), table_name, ordinal_position", [self.search_path]
         ).fetchall()
         tables: dict[str, dict[str, str]] = {}
-        for table, column, dtype in rows:
-            tables.setdefault(table, {})[column] = dtype
-        return tables
+        owner: dict[str, str] = {}
+        for schema, table, column, dtype in rows:
+            if owner.setdefault(table, schema) == schema:  # else shadowed by an earlier schema of the path
+                tables.setdefault(table, {})[column] = dtype
+        self._schema_of = owner
+        return dict(sorted(tables.items()))
 
     def row_counts(self) -> dict[str, int]:
         rows = self.cursor().execute(
-            "SELECT table_name, estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND schema_name = 'main'").fetchall()
-        return {table: int(size) for table, size in rows if size is not None}
+            "SELECT schema_name, table_name, estimated_size FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND list_contains($1, schema_name) "
+            "ORDER BY list_position($1, schema_name)", [self.search_path]).fetchall()
+        counts: dict[str, int] = {}
+        for _, table, size in rows:
+            if size is not None:
+                counts.setdefault(table, int(size))
+        return counts
 
     def attach_to(self, con: Any, alias: str) -> bool:
         literal = str(self.path).replace("'", "''")
         con.execute(f"ATTACH '{literal}' AS {alias} (READ_ONLY)")
         return True
+
+    def attached_table(self, alias: str, table: str) -> str:
+        if not self._schema_of:
+            self.table_columns()
+        return f"{alias}.{quote_identifier(self._schema_of.get(table, 'main'))}.{quote_identifier(table)}"
 
     def sampled(self, table: str, percent: float) -> str:
         return f'(SELECT * FROM {quote_identifier(table)} USING SAMPLE {percent:.4f}% (system, 7))'
@@ -141,6 +185,8 @@ class DuckDBEngine(Engine):
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._con.cursor()
+            if self.search_path != ["main"]:
+                cursor.execute(self._setting)  # a setting of each connection, allowed though they are locked
             self._local.cursor = cursor
             with self._cursor_lock:
                 # Threads come and go (the executor runs each piece of code in a new one).
@@ -149,6 +195,18 @@ class DuckDBEngine(Engine):
                 self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
                 self._cursors.append((threading.current_thread(), cursor))
         return cursor
+
+
+def _search_path(query: str, file: str) -> list[str]:
+    """The schemas named by ``search_path=a,b`` (or ``schema=a``) after a DuckDB file's name."""
+    options = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(options) - {"search_path", "schema"})
+    schemas = [name.strip() for value in options.get("search_path", options.get("schema", []))
+               for name in value.split(",") if name.strip()]
+    if unknown or not schemas:
+        raise DatabaseError(f"After the DuckDB file {file}, only ?search_path=SCHEMA[,SCHEMA...] is understood "
+                            f"(got ?{query}); name the schemas that hold the tables.")
+    return schemas
 
 
 _MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
