@@ -350,7 +350,8 @@ def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     con.execute("CREATE TABLE t (x)")
     con.commit()
     con.close()
-    with pytest.raises(DatabaseError, match=r"lite\.db is a SQLite database, not a DuckDB one"):
+    with pytest.raises(DatabaseError, match=r"lite\.db is a SQLite database, not a DuckDB one; load it into one "
+                                            r"with `ehr-magic data load sqlite .*lite\.db --out FILE\.duckdb`"):
         ehr_magic.connect(lite)
     assert text.read_text() == "patient,visit\n1,2\n" and kept_files() == []
 

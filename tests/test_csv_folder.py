@@ -545,3 +545,14 @@ def test_a_folder_of_parquet_parts_is_one_table_and_a_delta_table_is_refused(tmp
     assert line == (f"error: {lake / 'encounters'} is a Delta table, whose parquet files hold rows it has since "
                     "deleted or replaced; export it as plain parquet (Spark: df.write.parquet) or CSV and load that."
                     ), line
+
+
+def test_a_column_of_only_f_is_text_and_true_false_columns_are_booleans(tmp_path: Path) -> None:
+    """DuckDB's reader takes a lone 'F' for false: a cohort of women's sex column stays 'F'."""
+    folder = tmp_path / "cohort"
+    folder.mkdir()
+    (folder / "women.csv").write_text("id,sex,smoker,consented,active\n1,F,T,yes,t\n2,F,F,no,f\n3,F,,yes,t\n")
+    sources.load("csv", [folder], tmp_path / "c.duckdb")
+    with duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT * FROM women ORDER BY id").fetchall() == [
+            (1, "F", True, True, True), (2, "F", False, False, False), (3, "F", None, True, True)]

@@ -36,8 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     load.add_argument("--out", required=True, help="output file (mimic.duckdb) or server URL "
                       "(postgresql://user@host/db[?search_path=schema], sc://host:15002[/;database=name])")
     load.add_argument("--now", help="override the dataset's current time, e.g. '2180-01-01 00:00:00'")
-    load.add_argument("--schema", help="csv only: the schema id that keys knowledge and memory "
-                      "(default csv_<folder name>)")
+    drafted = [spec for spec in known.values() if "schema" in spec.options]  # sources whose knowledge is drafted
+    load.add_argument("--schema", help=f"{' and '.join(spec.name for spec in drafted)} only: the schema id that keys "
+                      f"knowledge and memory (default {', '.join(spec.schema for spec in drafted)})")
     load.add_argument("--quiet", action="store_true", help="no progress bar")
     load.set_defaults(func=run_load)
 
@@ -85,7 +86,8 @@ def run_load(args: argparse.Namespace) -> int:
     clock = (f"now = {report.now}" if report.now else "no dates (times are offsets in minutes)"
              if report.time_model == "offset" else "no clock: no dates in the data")
     print(f"Wrote {redact(args.out)}: {len(report.tables)} tables, {report.total_rows:,} rows, {clock}.")
-    if args.source == "csv" and report.schema in knowledge_files.available():  # a folder found to be one
+    drafts = "schema" in sources.sources()[args.source].options
+    if drafts and report.schema in knowledge_files.available():  # files or tables found to be a packaged schema
         from ehr_magic.db import schemas
 
         title = schemas.plugin(report.schema).title or knowledge_files.load(report.schema).title

@@ -222,8 +222,8 @@ def _check_header(path: Path) -> None:
     except OSError as exc:
         raise DatabaseError(f"Cannot read {path}: {exc.strerror or exc}.") from None
     if head.startswith(b"SQLite format 3"):
-        raise DatabaseError(f"{path} is a SQLite database, not a DuckDB one; copy its tables into a DuckDB file "
-                            "(ehr-magic data load, or DuckDB's sqlite extension) and connect to that.")
+        raise DatabaseError(f"{path} is a SQLite database, not a DuckDB one; load it into one with "
+                            f"`ehr-magic data load sqlite {path} --out FILE.duckdb` and connect to that.")
     if head[8:12] != _MAGIC:
         raise DatabaseError(f"{path} is not a DuckDB database file; connect to a .duckdb file or a server URL, or "
                             "load table files with ehr-magic data load csv.")

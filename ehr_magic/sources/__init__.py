@@ -62,6 +62,13 @@ def _load_eicu(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None
     return eicu.load(inputs, out, now=now, progress=progress)
 
 
+def _load_sqlite(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
+                 progress: Progress | None = None, schema: str | None = None) -> LoadReport:
+    from ehr_magic.sources import sqlite_file
+
+    return sqlite_file.load(inputs, out, now=now, progress=progress, schema=schema)
+
+
 def _load_csv_folder(inputs: Sequence[str], out: str, *, now: dt.datetime | str | None = None,
                      progress: Progress | None = None, schema: str | None = None) -> LoadReport:
     """A folder of table files; one whose header rows are a packaged schema that has a loader of
@@ -94,6 +101,8 @@ BUILTIN_SOURCES = (
     SourceSpec("csv", "csv_<folder>", "any folder of CSV or TSV (gzipped or not), parquet or spreadsheet files, "
                "one table per file (per sheet of a workbook), with knowledge drafted from the data", "DIR",
                _load_csv_folder, options=("schema",)),
+    SourceSpec("sqlite", "sqlite_<file>", "any SQLite database file, one table per table or view, with knowledge "
+               "drafted from the data", "FILE", _load_sqlite, options=("schema",)),
 )
 
 

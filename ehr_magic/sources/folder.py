@@ -18,13 +18,14 @@ every statement a person wrote or confirmed there (``knowledge_store.keep_confir
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import gzip
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -132,24 +133,37 @@ def load(
     """Build ``out`` from the table files of ``dirs``, with knowledge drafted from the data."""
     dirs = list(dirs)
     found = find_files(dirs)
-    if not any(workbooks.is_workbook(path) for path in found.values()):
-        return _load(found, {}, dirs, out, now=now, progress=progress, schema=schema)
-    scratch = Path(out).expanduser().resolve().parent
-    if not scratch.is_dir():
-        raise DataSourceError(f"Folder {scratch} does not exist; create it or choose another --out.")
-    with tempfile.TemporaryDirectory(prefix=".ehr-magic-sheets-", dir=scratch) as folder:
-        files, empty = workbooks.sheet_files(found, Path(folder), table_name,
-                                             (lambda step: progress(step, 0, len(found))) if progress else None)
-        return _load(files, empty, dirs, out, now=now, progress=progress, schema=schema)
-
-
-def _load(files: dict[str, Path], empty: dict[str, Path], dirs: list[os.PathLike[str] | str],
-          out: os.PathLike[str] | str, *, now: dt.datetime | str | None, progress: Progress | None,
-          schema: str | None) -> LoadReport:
     first = check_dirs(dirs)[0]
+    dataset, default_schema = first.resolve().name, schema_id(first)
+    if not any(workbooks.is_workbook(path) for path in found.values()):
+        return load_files(found, {}, out, dataset=dataset, default_schema=default_schema, schema=schema, now=now,
+                          progress=progress)
+    with scratch_folder(out, "sheets") as folder:
+        files, empty = workbooks.sheet_files(found, folder, table_name,
+                                             (lambda step: progress(step, 0, len(found))) if progress else None)
+        return load_files(files, empty, out, dataset=dataset, default_schema=default_schema, schema=schema, now=now,
+                          progress=progress)
+
+
+@contextlib.contextmanager
+def scratch_folder(out: os.PathLike[str] | str, what: str) -> Iterator[Path]:
+    """A folder beside ``out`` (on its disk, which has room for the database) for copies made while
+    loading, removed afterwards."""
+    beside = Path(out).expanduser().resolve().parent
+    if not beside.is_dir():
+        raise DataSourceError(f"Folder {beside} does not exist; create it or choose another --out.")
+    with tempfile.TemporaryDirectory(prefix=f".ehr-magic-{what}-", dir=beside) as folder:
+        yield Path(folder)
+
+
+def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[str] | str, *, dataset: str,
+               default_schema: str, schema: str | None, now: dt.datetime | str | None = None,
+               progress: Progress | None = None) -> LoadReport:
+    """Build ``out`` from table files (table -> file; ``empty`` ones are reported as skipped), with
+    knowledge drafted from the data, or a packaged schema's when the tables are one. The schema
+    id is ``schema`` if given (then always drafted), else ``default_schema``."""
     chosen = schema is not None
-    schema = check_schema(schema) if schema else schema_id(first)
-    dataset = first.resolve().name
+    schema = check_schema(schema) if schema else default_schema
     given = parse_time(now) if now is not None else None
 
     def finish(con: duckdb.DuckDBPyConnection, report: LoadReport) -> dt.datetime | None:

@@ -21,6 +21,7 @@ import duckdb
 from ehr_magic.db.build import building, write_metadata
 from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.identifiers import text_literal
 from ehr_magic.table_files import (Dialect, is_blank, is_parquet, parquet_reader, read_dialect,
                                    write_utf8_copy)
 
@@ -212,20 +213,38 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialec
     if is_parquet(path):
         reader = parquet_reader(path)
     else:
-        header = con.execute(
-            f"SELECT * FROM read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1) LIMIT 0"
-        ).description
-        types = {}
-        for col in header:
-            dtype = override_for(overrides, table, col[0].lower())
-            if dtype:
-                types[col[0]] = dtype
-        type_sql = ", ".join(f"'{name}': '{dtype}'" for name, dtype in types.items())
-        reader = f"read_csv('{literal}', {dialect.options}, sample_size=-1, types={{{type_sql}}}, nullstr=[''])"
+        as_text = f"read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1, nullstr=[''])"
+        header = con.execute(f"SELECT * FROM {as_text} LIMIT 0").description
+        types = {col[0]: dtype for col in header if (dtype := override_for(overrides, table, col[0].lower()))}
+        reader = _csv_reader(literal, dialect, types)
+        # DuckDB takes 'F' alone, or 't'/'f', for false: a column of only 'F' (sex, in a cohort of
+        # women) stays text unless its values are yes/no words or a true and a false letter both.
+        flags = [col[0] for col in con.execute(f"SELECT * FROM {reader} LIMIT 0").description
+                 if str(col[1]) == "BOOLEAN" and col[0] not in types]
+        if flags:
+            found = con.execute(f"SELECT {', '.join(f'list(DISTINCT lower(trim({quote(c)})))' for c in flags)} "
+                                f"FROM {as_text}").fetchone() or ()
+            types |= {name: "VARCHAR" for name, values in zip(flags, found) if not _true_and_false(values)}
+            reader = _csv_reader(literal, dialect, types)
     columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
     select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
     con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
     return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
+
+
+def _csv_reader(literal: str, dialect: Dialect, types: dict[str, str]) -> str:
+    """read_csv of the whole file, with ``types`` fixed by column name."""
+    fixed = ", ".join(f"{text_literal(name)}: {text_literal(dtype)}" for name, dtype in types.items())
+    return f"read_csv('{literal}', {dialect.options}, sample_size=-1, types={{{fixed}}}, nullstr=[''])"
+
+
+_TRUE, _FALSE = {"true", "yes", "t", "y"}, {"false", "no", "f", "n"}
+
+
+def _true_and_false(values: list[str | None]) -> bool:
+    """Whether a column's values (lower case) are booleans: yes/no words, or a true and a false letter."""
+    said = {value for value in values if value}
+    return said <= {"true", "false", "yes", "no"} or (bool(said & _TRUE) and bool(said & _FALSE))
 
 
 def _not_utf8(exc: duckdb.Error) -> bool:
