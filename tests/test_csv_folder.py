@@ -556,3 +556,31 @@ def test_a_column_of_only_f_is_text_and_true_false_columns_are_booleans(tmp_path
     with duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True) as con:
         assert con.execute("SELECT * FROM women ORDER BY id").fetchall() == [
             (1, "F", True, True, True), (2, "F", False, False, False), (3, "F", None, True, True)]
+
+
+def test_dates_written_as_spreadsheets_and_hospital_systems_write_them_are_dates(tmp_path: Path) -> None:
+    """US times ('3/1/2024 2:05 PM'), European dates ('01.03.2024', '31/12/2023 09:30'), Oracle's
+    '01-MAR-2024' and two-digit years ('3/1/24', which DuckDB alone reads as the year 24)."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "visits.csv").write_text(
+        "id,admitted,seen,born,ward_day,uk_time,code\n"
+        "1,3/1/2024 14:05,3/1/2024 2:05 PM,3/1/24,01.03.2024,31/12/2023 09:30,1.2\n"
+        "2,12/31/2023 9:30,12/31/2023 9:30 AM,12/31/23,31.12.2023,1/1/2024 00:00,1.3\n"
+        "3,1/15/2024 23:59,,1/15/69,15.01.2024,15/01/2024 23:59,2.0\n"
+        "4,1/16/2024,1/16/2024 12:00 AM,1/16/05,16-JAN-2024,16/01/2024 08:00,2.1\n")
+    report = sources.load("csv", [folder], tmp_path / "e.duckdb")
+    assert report.now == "2024-03-01 14:05:00"
+    with duckdb.connect(str(tmp_path / "e.duckdb"), read_only=True) as con:
+        types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                 "WHERE table_name = 'visits'").fetchall())
+        assert types == {"id": "BIGINT", "admitted": "TIMESTAMP", "seen": "TIMESTAMP", "born": "DATE",
+                         "ward_day": "VARCHAR", "uk_time": "TIMESTAMP", "code": "DOUBLE"}  # one Oracle date
+        rows = con.execute("SELECT admitted, seen, born, uk_time FROM visits ORDER BY id").fetchall()
+    assert rows == [
+        (dt.datetime(2024, 3, 1, 14, 5), dt.datetime(2024, 3, 1, 14, 5), dt.date(2024, 3, 1),
+         dt.datetime(2023, 12, 31, 9, 30)),
+        (dt.datetime(2023, 12, 31, 9, 30), dt.datetime(2023, 12, 31, 9, 30), dt.date(2023, 12, 31),
+         dt.datetime(2024, 1, 1)),
+        (dt.datetime(2024, 1, 15, 23, 59), None, dt.date(1969, 1, 15), dt.datetime(2024, 1, 15, 23, 59)),
+        (dt.datetime(2024, 1, 16), dt.datetime(2024, 1, 16), dt.date(2005, 1, 16), dt.datetime(2024, 1, 16, 8))]

@@ -22,6 +22,7 @@ from ehr_magic.db.build import building, write_metadata
 from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.identifiers import text_literal
+from ehr_magic.sources.written_dates import convert_written_dates, two_digit_years
 from ehr_magic.table_files import (Dialect, is_blank, is_parquet, parquet_reader, read_dialect,
                                    write_utf8_copy)
 
@@ -219,16 +220,24 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialec
         reader = _csv_reader(literal, dialect, types)
         # DuckDB takes 'F' alone, or 't'/'f', for false: a column of only 'F' (sex, in a cohort of
         # women) stays text unless its values are yes/no words or a true and a false letter both.
-        flags = [col[0] for col in con.execute(f"SELECT * FROM {reader} LIMIT 0").description
-                 if str(col[1]) == "BOOLEAN" and col[0] not in types]
+        sniffed = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
+        flags = [col[0] for col in sniffed if str(col[1]) == "BOOLEAN" and col[0] not in types]
         if flags:
             found = con.execute(f"SELECT {', '.join(f'list(DISTINCT lower(trim({quote(c)})))' for c in flags)} "
                                 f"FROM {as_text}").fetchone() or ()
             types |= {name: "VARCHAR" for name, values in zip(flags, found) if not _true_and_false(values)}
-            reader = _csv_reader(literal, dialect, types)
+        # A two-digit year ('3/1/24') would be the year 24: left as text for written_dates to read.
+        dated = [col[0] for col in sniffed if str(col[1]) in ("DATE", "TIMESTAMP") and col[0] not in types]
+        if dated:
+            head = con.execute(f"SELECT {', '.join(quote(c) for c in dated)} FROM {as_text} LIMIT 200").fetchall()
+            types |= {name: "VARCHAR" for i, name in enumerate(dated) if two_digit_years([row[i] for row in head])}
+        reader = _csv_reader(literal, dialect, types)
     columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
     select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
     con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
+    fixed = {column.lower() for column in overrides} | {c[0].lower() for c in columns
+                                                         if override_for(overrides, table, c[0].lower())}
+    convert_written_dates(con, table, keep=fixed)
     return int(con.execute(f"SELECT count(*) FROM {quote(table)}").fetchall()[0][0])
 
 
