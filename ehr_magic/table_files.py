@@ -11,7 +11,9 @@ import csv
 import gzip
 import re
 import zlib
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -19,11 +21,13 @@ import duckdb
 from ehr_magic.identifiers import text_literal
 
 # CSV, stated rather than sniffed: the sniffer can take a ragged file for a one-column one (or a
-# header further down) and load it silently. Only the delimiter and the decimal mark are read from
-# the file (``read_dialect``).
+# header further down) and load it silently. The delimiter, the decimal mark, the quoting and the
+# header's line are read from the file (``read_dialect``).
 _OTHER_DELIMITERS = ";\t|"
 _SAMPLE_BYTES = 1 << 16  # read to tell the text encoding, the delimiter and the decimal mark
 _SAMPLE_LINES = 200
+_PREAMBLE_LINES = 10  # lines a report's title and notes may take above its header row
+_NUMBER = re.compile(r"[-+]?\d+([.,]\d+)?")
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 _DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
 
@@ -66,6 +70,7 @@ class Dialect:
     encoding: str = "utf-8"  # utf-8 or utf-16, which DuckDB reads, or windows (read through a UTF-8 copy)
     quoted: bool = True  # '"' may enclose a field; not in a file whose fields hold bare quotes
     header: tuple[str, ...] = ()  # the column names as the header row writes them (none: unreadable)
+    skip: int = 0  # lines above the header row: a report's title and notes
 
     @property
     def options(self) -> str:
@@ -74,7 +79,7 @@ class Dialect:
         quote = "quote='\"', escape='\"'" if self.quoted else "quote='', escape=''"
         decimal = ", decimal_separator=','" if self.decimal_comma else ""
         encoding = ", encoding='utf-16'" if self.encoding == "utf-16" else ""
-        return (f"header=true, delim='{delimiter}', {quote}, skip=0, strict_mode=true, "
+        return (f"header=true, delim='{delimiter}', {quote}, skip={self.skip}, strict_mode=true, "
                 f"null_padding=false{decimal}{encoding}")
 
 
@@ -100,9 +105,27 @@ def read_dialect(path: Path) -> Dialect:
             encoding = "utf-8"
         except UnicodeDecodeError:
             encoding, text = "windows", windows_text(raw)
-    lines = [line for line in text.splitlines(keepends=True)[:_SAMPLE_LINES] if line.strip()]
+    numbered = [(i, line) for i, line in enumerate(text.splitlines(keepends=True)[:_SAMPLE_LINES]) if line.strip()]
     if len(raw) == _SAMPLE_BYTES:
-        lines = lines[:-1]  # cut off by the sample
+        numbered = numbered[:-1]  # cut off by the sample
+    lines = [line for _, line in numbered]
+    first = _dialect_of(lines, encoding)
+    if _fits_rows(first, lines) and _filled(first.header) > 1:
+        return first
+    # A report's title and notes above its header row (a spreadsheet pads them with delimiters: 'Ward
+    # census;;'): the header is the first line as wide as the rows under it, with no number in it,
+    # below lines with fewer fields filled.
+    for start in range(1, min(_PREAMBLE_LINES, len(lines) - 1)):
+        found = _dialect_of(lines[start:], encoding)
+        above = [_filled(_fields(found, line)) for line in lines[:start]]
+        if (_fits_rows(found, lines[start:]) and max(above) < len(found.header)
+                and _filled(found.header) > 1 and not any(_NUMBER.fullmatch(name.strip()) for name in found.header)):
+            return replace(found, skip=numbered[start][0])
+    return first
+
+
+def _dialect_of(lines: list[str], encoding: str) -> Dialect:
+    """The dialect of ``lines``, whose first is the header row."""
     header = tuple(next(csv.reader(lines[:1]), []))
     if len(header) != 1:
         return Dialect(encoding=encoding, header=header)
@@ -117,6 +140,28 @@ def read_dialect(path: Path) -> Dialect:
     fields = [f.strip() for row in rows for f in row]
     comma = any(_DECIMAL_COMMA.fullmatch(f) for f in fields) and not any(_DECIMAL_POINT.fullmatch(f) for f in fields)
     return Dialect(delimiter, comma, encoding, quoted, headers[delimiter] if quoted else tuple(bare[0]))
+
+
+def _fits_rows(dialect: Dialect, lines: list[str]) -> bool:
+    """Whether the rows under the header (``lines[0]``) mostly have as many fields as it has (two or more)."""
+    width = len(dialect.header)
+    if width < 2:
+        return False
+    if dialect.quoted:
+        counts = [len(row) for row in csv.reader(lines[1:], delimiter=dialect.delimiter) if row]
+    else:
+        counts = [len(_fields(dialect, line)) for line in lines[1:]]
+    return not counts or Counter(counts).most_common(1)[0][0] == width
+
+
+def _fields(dialect: Dialect, line: str) -> list[str]:
+    if dialect.quoted:
+        return next(csv.reader([line], delimiter=dialect.delimiter), [])
+    return line.rstrip("\r\n").split(dialect.delimiter)
+
+
+def _filled(fields: Sequence[str]) -> int:
+    return sum(1 for field in fields if field.strip())
 
 
 def is_parquet(path: Path) -> bool:

@@ -584,3 +584,21 @@ def test_dates_written_as_spreadsheets_and_hospital_systems_write_them_are_dates
          dt.datetime(2024, 1, 1)),
         (dt.datetime(2024, 1, 15, 23, 59), None, dt.date(1969, 1, 15), dt.datetime(2024, 1, 15, 23, 59)),
         (dt.datetime(2024, 1, 16), dt.datetime(2024, 1, 16), dt.date(2005, 1, 16), dt.datetime(2024, 1, 16, 8))]
+
+
+def test_a_report_title_above_the_header_row_is_skipped(tmp_path: Path) -> None:
+    """Lab systems and spreadsheets export reports: a title and notes (padded with delimiters by a
+    spreadsheet) above the header row, which is the first line as wide as the rows under it."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "labs.csv").write_text("Lab results report\r\nGenerated: 2024-03-01 08:00, by LIS\r\n\r\n"
+                                     "patient_id,test,value\r\n1,Hb,12.5\r\n2,Na,140\r\n")
+    (folder / "wards.csv").write_text("Ward census;;\nid;ward;beds\n1;A;10\n2;B;12,5\n")
+    (folder / "plain.csv").write_text("id,a,b\n1,2,3\n4,5,6\n")  # a header that is the first line stays it
+    sources.load("csv", [folder], tmp_path / "r.duckdb")
+    with duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT * FROM labs ORDER BY 1").fetchall() == [(1, "Hb", 12.5), (2, "Na", 140.0)]
+        assert con.execute("SELECT * FROM wards ORDER BY 1").fetchall() == [(1, "A", 10.0), (2, "B", 12.5)]
+        assert con.execute("SELECT * FROM plain ORDER BY 1").fetchall() == [(1, 2, 3), (4, 5, 6)]
+    with ehr_magic.connect(tmp_path / "r.duckdb") as ehr:
+        assert list(ehr.columns("labs")) == ["patient_id", "test", "value"]
