@@ -602,3 +602,23 @@ def test_a_report_title_above_the_header_row_is_skipped(tmp_path: Path) -> None:
         assert con.execute("SELECT * FROM plain ORDER BY 1").fetchall() == [(1, 2, 3), (4, 5, 6)]
     with ehr_magic.connect(tmp_path / "r.duckdb") as ehr:
         assert list(ehr.columns("labs")) == ["patient_id", "test", "value"]
+
+
+def test_dates_kept_as_yyyymmdd_numbers_are_described_as_dates(tmp_path: Path) -> None:
+    """Warehouses keep dates as integer keys (20240301): the drafted description says so and how to
+    read one as a date, which works as written; an id that merely looks like one stays an id."""
+    folder = tmp_path / "warehouse"
+    folder.mkdir()
+    rows = "".join(f"{i},{1000 + i % 40},2024{1 + i % 12:02d}{1 + i % 28:02d},19{40 + i % 10}0{1 + i % 3}15\n"
+                   for i in range(1, 200))
+    (folder / "enc_fact.csv").write_text("enc_id,pt_id,adm_dt_key,birth_date_key\n" + rows)
+    out = tmp_path / "w.duckdb"
+    sources.load("csv", [folder], out)
+    with ehr_magic.connect(out) as ehr:
+        columns = ehr.knowledge.tables["enc_fact"].columns
+        assert columns["adm_dt_key"] == ("BIGINT, admission date key, dates written as YYYYMMDD numbers, 2024-01-01 "
+                                         "to 2024-12-28 (as a date: strptime(adm_dt_key::VARCHAR, '%Y%m%d')).")
+        assert "dates written as YYYYMMDD numbers, 1940-01-15 to 1949-03-15" in columns["birth_date_key"]
+        assert "YYYYMMDD" not in columns["enc_id"] and "YYYYMMDD" not in columns["pt_id"]
+        assert ehr.sql("SELECT max(strptime(adm_dt_key::VARCHAR, '%Y%m%d')) AS d FROM enc_fact").item() == \
+            dt.datetime(2024, 12, 28)

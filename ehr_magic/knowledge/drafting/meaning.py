@@ -200,6 +200,10 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         examples = _examples(column)  # a code column that holds names too: how its codes are written
         parts.append(f"{distinct(column, 'distinct term')}" + (f" (e.g. {examples})" if examples else "")
                      + f", {FIND_BY_LOOKUP}")
+    elif column.day_number:
+        span = "" if column.personal else f", {_day(column.low)} to {_day(column.high)}"
+        parts.append(f"dates written as YYYYMMDD numbers{span} "
+                     f"(as a date: strptime({sql_name(column.name)}::VARCHAR, '%Y%m%d'))")
     elif column.code_like and column.dtype != "BOOLEAN":
         examples = _examples(column)
         parts.append(f"a code ({distinct(column, 'distinct code')}" + (f", e.g. {examples}" if examples else "")
@@ -275,6 +279,12 @@ def _title(table: Table) -> str:
     """A table's name as words, without words that only mark it as a table (``d_``, ``dim``) or a
     view (``vw_``)."""
     return " ".join(w for w in naming.unmarked(table.words) if w not in naming.GENERIC) or table.name
+
+
+def _day(number: object) -> str:
+    """A YYYYMMDD number as the date it writes: 20240301 -> 2024-03-01."""
+    text = str(number)
+    return f"{text[:4]}-{text[4:6]}-{text[6:8]}"
 
 
 def _span(low: object, high: object) -> str:

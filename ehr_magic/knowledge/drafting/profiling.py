@@ -96,6 +96,7 @@ class Column:
     # a code column of more values than a list holds: a few of them, which show how its codes are written
     examples: list[str] = field(default_factory=list)
     sampled: bool = False  # distinct counted on a sample of a big table: there may be more
+    day_number: bool = False  # whole numbers that are dates written as YYYYMMDD (a warehouse's date keys)
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -307,6 +308,7 @@ def _profile(con: duckdb.DuckDBPyConnection, table: str, source: str, rows: int,
             column.low, column.high = stats.pop(0), stats.pop(0)
     for column in floats:
         column.whole = bool(stats.pop(0)) and column.non_null > 0
+    _day_numbers(con, source, columns)
     _text_shapes(con, source, rows, [c for c in columns.values() if c.text and c.non_null])
     # Exact counts where the decision depends on them (keys and value lists) or the description
     # states them (codes), a few columns a scan
@@ -331,6 +333,25 @@ def _profile(con: duckdb.DuckDBPyConnection, table: str, source: str, rows: int,
         if needs_examples(column):
             column.examples = _examples(con, source, column)
     return Table(table, file, rows, columns, original=stem or table)
+
+
+_FIRST_DAY, _LAST_DAY = 18000101, 22001231  # the dates a YYYYMMDD number may say
+_DAY_WORDS = frozenset({"date", "dt", "dte", "day", "dob", "birth", "dos"})
+_DAY_NUMBER_DISTINCT = 20  # that many distinct valid dates, or a name that says date, make it one
+
+
+def _day_numbers(con: duckdb.DuckDBPyConnection, source: str, columns: dict[str, Column]) -> None:
+    """Mark integer columns whose every value is a date written as YYYYMMDD (20240301)."""
+    candidates = [c for c in columns.values() if c.dtype in _INTEGER and c.non_null and isinstance(c.low, int)
+                  and isinstance(c.high, int) and _FIRST_DAY <= c.low and c.high <= _LAST_DAY
+                  and (c.distinct >= _DAY_NUMBER_DISTINCT or set(c.words) & _DAY_WORDS)]
+    if not candidates:
+        return
+    misses = con.execute("SELECT " + ", ".join(
+        f"count({quote(c.name)}) FILTER (WHERE try_strptime({quote(c.name)}::VARCHAR, '%Y%m%d') IS NULL)"
+        for c in candidates) + f" FROM {quote(source)}").fetchall()[0]
+    for column, missed in zip(candidates, misses):
+        column.day_number = missed == 0
 
 
 def needs_examples(column: Column) -> bool:
