@@ -187,11 +187,15 @@ def parquet_reader(path: Path) -> str:
     return f"read_parquet([{files}], hive_partitioning=true, union_by_name=true)"
 
 
+_OTHER_TABLE_FILES = (".csv", ".csv.gz", ".tsv", ".tsv.gz")
+
+
 def is_parquet_dataset(folder: Path) -> bool:
     """Whether ``folder`` holds the parts of one table: parquet files (and no other table files)
     with the same columns. A folder of different tables (MIMIC-IV's hosp/ in parquet) is not one."""
     parts = parquet_parts(folder)
-    if not parts or (folder / "_delta_log").is_dir():
+    if not parts or (folder / "_delta_log").is_dir() or any(
+            path.name.lower().endswith(_OTHER_TABLE_FILES) for path in folder.iterdir()):
         return False
     listed = ", ".join(text_literal(str(part)) for part in parts)
     try:

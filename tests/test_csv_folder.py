@@ -527,6 +527,9 @@ def test_a_folder_of_parquet_parts_is_one_table_and_a_delta_table_is_refused(tmp
     (lake / "hosp").mkdir()  # different tables, not the parts of one
     pl.DataFrame({"a": [1]}).write_parquet(lake / "hosp" / "one.parquet")
     pl.DataFrame({"b": ["x"]}).write_parquet(lake / "hosp" / "two.parquet")
+    (lake / "icu").mkdir()  # one parquet file among CSV files: a folder of tables too
+    pl.DataFrame({"a": [1]}).write_parquet(lake / "icu" / "stays.parquet")
+    (lake / "icu" / "events.csv").write_text("a\n1\n")
     (lake / "tests.csv").write_text("Test,TestName\nHb,Hemoglobin\nNa,Sodium\nK,Potassium\n")
     out = tmp_path / "lake.duckdb"
     report = sources.load("csv", [lake], out)
