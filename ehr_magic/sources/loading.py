@@ -213,26 +213,32 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialec
     literal = str(path).replace("'", "''")
     if is_parquet(path):
         reader = parquet_reader(path)
+        columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
     else:
         as_text = f"read_csv('{literal}', {dialect.options}, all_varchar=true, sample_size=1, nullstr=[''])"
         header = con.execute(f"SELECT * FROM {as_text} LIMIT 0").description
         types = {col[0]: dtype for col in header if (dtype := override_for(overrides, table, col[0].lower()))}
         reader = _csv_reader(literal, dialect, types)
+        sniffed = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
         # DuckDB takes 'F' alone, or 't'/'f', for false: a column of only 'F' (sex, in a cohort of
         # women) stays text unless its values are yes/no words or a true and a false letter both.
-        sniffed = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
+        as_text_too: dict[str, str] = {}
         flags = [col[0] for col in sniffed if str(col[1]) == "BOOLEAN" and col[0] not in types]
         if flags:
             found = con.execute(f"SELECT {', '.join(f'list(DISTINCT lower(trim({quote(c)})))' for c in flags)} "
                                 f"FROM {as_text}").fetchone() or ()
-            types |= {name: "VARCHAR" for name, values in zip(flags, found) if not _true_and_false(values)}
+            as_text_too |= {name: "VARCHAR" for name, values in zip(flags, found) if not _true_and_false(values)}
         # A two-digit year ('3/1/24') would be the year 24: left as text for written_dates to read.
         dated = [col[0] for col in sniffed if str(col[1]) in ("DATE", "TIMESTAMP") and col[0] not in types]
         if dated:
             head = con.execute(f"SELECT {', '.join(quote(c) for c in dated)} FROM {as_text} LIMIT 200").fetchall()
-            types |= {name: "VARCHAR" for i, name in enumerate(dated) if two_digit_years([row[i] for row in head])}
-        reader = _csv_reader(literal, dialect, types)
-    columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
+            as_text_too |= {name: "VARCHAR" for i, name in enumerate(dated)
+                            if two_digit_years([row[i] for row in head])}
+        columns = sniffed
+        if as_text_too:  # else the types sniffed stand (sniffing a whole file again costs as much again)
+            types |= as_text_too
+            reader = _csv_reader(literal, dialect, types)
+            columns = con.execute(f"SELECT * FROM {reader} LIMIT 0").description
     select = ", ".join(f"{quote(c[0])} AS {quote(c[0].lower())}" for c in columns)
     con.execute(f"CREATE TABLE {quote(table)} AS SELECT {select} FROM {reader}")
     fixed = {column.lower() for column in overrides} | {c[0].lower() for c in columns
