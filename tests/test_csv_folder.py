@@ -609,7 +609,8 @@ def test_a_report_title_above_the_header_row_is_skipped(tmp_path: Path) -> None:
 
 def test_dates_kept_as_yyyymmdd_numbers_are_described_as_dates(tmp_path: Path) -> None:
     """Warehouses keep dates as integer keys (20240301): the drafted description says so and how to
-    read one as a date, which works as written; an id that merely looks like one stays an id."""
+    read one as a date, which works as written, and the clock is the latest of them; an id that
+    merely looks like one stays an id."""
     folder = tmp_path / "warehouse"
     folder.mkdir()
     rows = "".join(f"{i},{1000 + i % 40},2024{1 + i % 12:02d}{1 + i % 28:02d},19{40 + i % 10}0{1 + i % 3}15\n"
@@ -625,3 +626,4 @@ def test_dates_kept_as_yyyymmdd_numbers_are_described_as_dates(tmp_path: Path) -
         assert "YYYYMMDD" not in columns["enc_id"] and "YYYYMMDD" not in columns["pt_id"]
         assert ehr.sql("SELECT max(strptime(adm_dt_key::VARCHAR, '%Y%m%d')) AS d FROM enc_fact").item() == \
             dt.datetime(2024, 12, 28)
+        assert ehr.now == dt.datetime(2024, 12, 28)  # no DATE column: the clock is the latest date key

@@ -34,7 +34,7 @@ from ehr_magic.knowledge.drafting.joins import Join, find_joins
 from ehr_magic.table_files import written_header
 from ehr_magic.knowledge.model import Knowledge, TableInfo
 from ehr_magic.knowledge.drafting.profiling import Column, Table, column_types, profile, settle_row_numbers
-from ehr_magic.text import split_words
+from ehr_magic.text import parse_time, split_words
 
 __all__ = ["DatasetClock", "dataset_clock", "draft", "profile_all"]
 
@@ -76,7 +76,7 @@ def dataset_clock(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> D
     so planned ends and coverage periods running into the future do not make "now" absurd."""
     events = [(t, c) for t in tables.values() for c in t.columns.values() if c.time and c.high is not None]
     if not events:
-        return None
+        return _day_number_clock(tables)
     starts = [(t, c) for t, c in events if not _is_end(c.name)] or events
     table, column = max(starts, key=lambda pair: _as_datetime(pair[1].high))
     now, source = _as_datetime(column.high), f"{table.name}.{column.name}"
@@ -93,6 +93,17 @@ def dataset_clock(con: duckdb.DuckDBPyConnection, tables: dict[str, Table]) -> D
             n = con.execute(f"SELECT count(*) FROM {quote(t.name)} WHERE {quote(c.name)} > ?", [now]).fetchall()[0][0]
             later.append((f"{t.name}.{c.name}", int(n), c.high))
     return DatasetClock(now, source, tuple(later))
+
+
+def _day_number_clock(tables: dict[str, Table]) -> DatasetClock | None:
+    """Where every date is a YYYYMMDD number (a warehouse's date keys), the latest of those that
+    are not end dates, as a time ("20241228" reads as one: ``text.parse_time``)."""
+    days = [(t, c) for t in tables.values() for c in t.columns.values() if c.day_number and c.high is not None]
+    starts = [(t, c) for t, c in days if not _is_end(c.name)]
+    if not starts:
+        return None
+    table, column = max(starts, key=lambda pair: int(str(pair[1].high)))
+    return DatasetClock(parse_time(str(column.high)), f"{table.name}.{column.name}", ())
 
 
 # -- writing -----------------------------------------------------------------------------------
