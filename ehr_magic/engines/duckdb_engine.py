@@ -72,23 +72,11 @@ class DuckDBEngine(Engine):
 
     @classmethod
     def open(cls, target: str | os.PathLike[str], **options: Any) -> DuckDBEngine:
-        path = Path(target).expanduser().resolve()
         text = str(target)
-        if not path.exists() and "?" in text:  # file.duckdb?search_path=cdm,vocab, as in a PostgreSQL URL
+        if not Path(text).expanduser().exists() and "?" in text:  # file.duckdb?search_path=cdm,vocab, as in a URL
             text, _, query = text.partition("?")
-            return cls(cls.open(text).path, _search_path(query, text))
-        if path.is_dir():
-            raise DatabaseError(
-                f"{target} is a folder, not a database file; load its table files into one with "
-                f"`ehr-magic data load csv {target} --out FILE.duckdb` (CSV, TSV, parquet or spreadsheets), "
-                "then connect to FILE."
-            )
-        if not path.is_file():
-            raise DatabaseError(
-                f"No database file at {target}; build one with `ehr-magic data synth --out FILE.duckdb` "
-                "or `ehr-magic data load ...`, or connect to a server URL (postgresql://..., sc://...)."
-            )
-        return cls(path)
+            return cls(_database_file(text), _search_path(query, text))
+        return cls(_database_file(text))
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -195,6 +183,23 @@ class DuckDBEngine(Engine):
                 self._cursors = [pair for pair in self._cursors if pair[0].is_alive()]
                 self._cursors.append((threading.current_thread(), cursor))
         return cursor
+
+
+def _database_file(target: str) -> Path:
+    """The DuckDB file ``target`` names, or a sentence on why it is none."""
+    path = Path(target).expanduser().resolve()
+    if path.is_dir():
+        raise DatabaseError(
+            f"{target} is a folder, not a database file; load its table files into one with "
+            f"`ehr-magic data load csv {target} --out FILE.duckdb` (CSV, TSV, parquet or spreadsheets), "
+            "then connect to FILE."
+        )
+    if not path.is_file():
+        raise DatabaseError(
+            f"No database file at {target}; build one with `ehr-magic data synth --out FILE.duckdb` "
+            "or `ehr-magic data load ...`, or connect to a server URL (postgresql://..., sc://...)."
+        )
+    return path
 
 
 def _search_path(query: str, file: str) -> list[str]:
