@@ -18,14 +18,12 @@ every statement a person wrote or confirmed there (``knowledge_store.keep_confir
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime as dt
 import gzip
 import os
 import re
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -38,7 +36,7 @@ from ehr_magic.knowledge.store import write_knowledge
 from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
-from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables
+from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables, scratch_folder
 from ehr_magic.sources import workbooks
 from ehr_magic.table_files import header_row, is_parquet, is_parquet_dataset
 from ehr_magic.errors import DataSourceError
@@ -143,17 +141,6 @@ def load(
                                              (lambda step: progress(step, 0, len(found))) if progress else None)
         return load_files(files, empty, out, dataset=dataset, default_schema=default_schema, schema=schema, now=now,
                           progress=progress)
-
-
-@contextlib.contextmanager
-def scratch_folder(out: os.PathLike[str] | str, what: str) -> Iterator[Path]:
-    """A folder beside ``out`` (on its disk, which has room for the database) for copies made while
-    loading, removed afterwards."""
-    beside = Path(out).expanduser().resolve().parent
-    if not beside.is_dir():
-        raise DataSourceError(f"Folder {beside} does not exist; create it or choose another --out.")
-    with tempfile.TemporaryDirectory(prefix=f".ehr-magic-{what}-", dir=beside) as folder:
-        yield Path(folder)
 
 
 def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[str] | str, *, dataset: str,

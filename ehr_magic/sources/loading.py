@@ -11,8 +11,9 @@ import datetime as dt
 import logging
 import os
 import re
+import contextlib
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,7 +165,7 @@ def load_tables(
             if is_blank(path):
                 report.empty[table] = str(path)  # no header: DuckDB would make up a column0 for it
                 continue
-            report.tables[table] = _load_one(con, table, path, type_overrides, Path(out).expanduser().resolve().parent)
+            report.tables[table] = _load_one(con, table, path, type_overrides, out)
         if not report.tables:
             raise DataSourceError(f"Every table file given is empty ({', '.join(report.empty.values())}); "
                                   "nothing to load.")
@@ -181,9 +182,20 @@ def load_tables(
     return report
 
 
+@contextlib.contextmanager
+def scratch_folder(out: os.PathLike[str] | str, what: str) -> Iterator[Path]:
+    """A folder beside ``out`` (on its disk, which has room for the database) for copies made while
+    loading, removed afterwards."""
+    beside = Path(out).expanduser().resolve().parent
+    if not beside.is_dir():
+        raise DataSourceError(f"Folder {beside} does not exist; create it or choose another --out.")
+    with tempfile.TemporaryDirectory(prefix=f".ehr-magic-{what}-", dir=beside) as folder:
+        yield Path(folder)
+
+
 def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str],
-              scratch: Path) -> int:
-    """Load ``path`` as ``table``. Windows text is read through a UTF-8 copy in ``scratch``, and so
+              out: str | os.PathLike[str]) -> int:
+    """Load ``path`` as ``table``. Windows text is read through a UTF-8 copy beside ``out``, and so
     is a file that is UTF-8 only at its start (its later bytes that are not UTF-8 are Windows text,
     as a spreadsheet appending to it writes them)."""
     parquet = is_parquet(path)
@@ -194,12 +206,12 @@ def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides:
         except duckdb.Error as exc:
             if parquet or dialect.encoding != "utf-8" or not _not_utf8(exc):
                 raise DataSourceError(read_error(path, table, _explained(con, path, dialect, exc))) from None
-    with tempfile.TemporaryDirectory(prefix=".ehr-magic-text-", dir=scratch) as folder:
-        copy = Path(folder) / "utf8.csv"
+    with scratch_folder(out, "text") as folder:
+        copy = folder / "utf8.csv"
         try:
             write_utf8_copy(path, copy, utf8_start=dialect.encoding == "utf-8")
         except OSError as exc:
-            raise DataSourceError(f"Cannot load {path} as table {table}: writing its UTF-8 copy in {scratch} "
+            raise DataSourceError(f"Cannot load {path} as table {table}: writing its UTF-8 copy in {folder.parent} "
                                   f"failed ({exc.strerror or exc}); make room there and load again.") from None
         utf8 = read_dialect(copy)
         try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.sources import folder as table_folder
-from ehr_magic.sources.loading import LoadReport, Progress
+from ehr_magic.sources.loading import LoadReport, Progress, scratch_folder
 from ehr_magic.table_files import windows_text
 from ehr_magic.text import NON_ALNUM
 
@@ -45,7 +45,7 @@ def load(inputs: Sequence[str], out: str | os.PathLike[str], *, now: dt.datetime
     with open(path, "rb") as handle:
         if handle.read(16) != _HEADER:
             raise DataSourceError(f"{inputs[0]} is not a SQLite database file.")
-    with table_folder.scratch_folder(out, "sqlite") as scratch:
+    with scratch_folder(out, "sqlite") as scratch:
         files = _write_tables(path, scratch, progress)
         return table_folder.load_files(files, {}, out, dataset=path.stem, default_schema=schema_id(path),
                                        schema=schema, now=now, progress=progress)
