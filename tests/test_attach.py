@@ -23,6 +23,7 @@ import ehr_magic
 from ehr_magic import cli, paths
 from ehr_magic.agent.context import system_prompt
 from ehr_magic.db import attach, knowledge_io
+from ehr_magic.engines.base import Comments
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge.store import KnowledgeRefused
 from ehr_magic.knowledge.view import knowledge_view
@@ -144,6 +145,76 @@ def test_a_table_without_rows_is_empty(tmp_path: Path) -> None:
         con.execute("CREATE TABLE referrals (referral_id INTEGER, sent DATE)")
     with ehr_magic.connect(path) as ehr:
         assert ehr.empty_tables() == {"referrals"}
+
+
+WAREHOUSE_COMMENTS = [
+    "COMMENT ON TABLE hsp_enc IS 'Hospital encounters: one row per inpatient admission. Outpatient visits live "
+    "in another mart.\nLoaded nightly from the ADT feed.'",
+    "COMMENT ON COLUMN hsp_enc.svc_cd IS 'Admitting service (MED medicine, SURG surgery, ICU intensive care)'",
+    "COMMENT ON COLUMN hsp_enc.enc_id IS 'ENC_ID'",  # generated documentation that only repeats the name
+    "COMMENT ON COLUMN hsp_enc.adm_dttm IS '" + "Admission date and time, local. " * 12 + "'",
+    "COMMENT ON TABLE flwsht IS 'Nurse-charted vital signs'",
+    "COMMENT ON COLUMN flwsht.enc_id IS 'The encounter of the reading, from hsp_enc'",
+    "COMMENT ON COLUMN flwsht.meas_cd IS 'HR heart rate, SBP systolic blood pressure, SPO2 oxygen saturation'",
+    # the same table name in a later schema of the path: its comments are not those of the table read
+    "COMMENT ON TABLE archive.flwsht IS 'Retired lab interface rows'",
+    "COMMENT ON COLUMN archive.flwsht.meas_cd IS 'Lab analyser channel'",
+]
+
+
+def warehouse_with_comments(path: Path) -> Path:
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA mart; CREATE SCHEMA archive")
+        con.execute("CREATE TABLE mart.hsp_enc AS SELECT i AS enc_id, i % 50 AS pat_id, "
+                    "TIMESTAMP '2024-01-01' + i * INTERVAL 3 HOUR AS adm_dttm, "
+                    "['MED', 'SURG', 'ICU'][i % 3 + 1] AS svc_cd FROM range(1, 500) t(i)")
+        con.execute("CREATE TABLE mart.flwsht AS SELECT i % 499 + 1 AS enc_id, ['HR', 'SBP', 'SPO2'][i % 3 + 1] "
+                    "AS meas_cd, 60 + i % 40 AS meas_val FROM range(3000) t(i)")
+        con.execute("CREATE TABLE archive.flwsht AS SELECT * FROM mart.flwsht")
+        con.execute("SET search_path = 'mart'")
+        for statement in WAREHOUSE_COMMENTS:
+            con.execute(statement)
+    return path
+
+
+def test_the_databases_comments_describe_its_tables_and_columns(tmp_path: Path) -> None:
+    """A warehouse documents its abbreviated names with COMMENT ON: the drafted knowledge says what
+    the comments say, in place of what the names suggest, beside what the values show."""
+    path = warehouse_with_comments(tmp_path / "warehouse.duckdb")
+    with ehr_magic.connect(f"{path}?search_path=mart,archive") as ehr:
+        encounters, vitals = ehr.knowledge.tables["hsp_enc"], ehr.knowledge.tables["flwsht"]
+        assert encounters.row.startswith("Hospital encounters: one row per inpatient admission. "), encounters.row
+        # the rest of the comment, after the sentence the row's line holds
+        assert encounters.description.startswith("Outpatient visits live in another mart. Loaded nightly from the "
+                                                 "ADT feed."), encounters.description
+        assert encounters.columns["svc_cd"].startswith(
+            "VARCHAR, Admitting service (MED medicine, SURG surgery, ICU intensive care). 3 values ("), encounters
+        assert "ENC_ID" not in encounters.columns["enc_id"]  # says nothing the name does not
+        admitted = encounters.columns["adm_dttm"]
+        assert admitted.startswith("TIMESTAMP, Admission date and time, local. Admission") and "... 2024-01-01 to" \
+            in admitted and len(admitted) < 260, admitted  # a long comment is cut
+        assert vitals.row.startswith("Nurse-charted vital signs. 3,000 rows."), vitals.row
+        assert vitals.columns["meas_cd"].startswith("VARCHAR, HR heart rate, SBP systolic blood pressure, SPO2 "
+                                                    "oxygen saturation. 3 values ('HR', 'SBP', 'SPO2')")
+        assert "analyser" not in str(vitals) and "Retired" not in str(vitals)
+        # the comment names the table it refers to, so the drafted reference is not said again
+        assert vitals.columns["enc_id"] == "BIGINT, The encounter of the reading, from hsp_enc.", vitals.columns
+        assert "hsp_enc ON flwsht.enc_id = hsp_enc.enc_id" in vitals.joins
+        assert "Admitting service (MED medicine" in system_prompt(ehr) + ehr.knowledge.tables["hsp_enc"].detail()
+        kept = ehr.attachment.path.read_text()
+    with duckdb.connect(str(path)) as con:  # the documentation changes: the knowledge is drafted again
+        con.execute("COMMENT ON COLUMN mart.hsp_enc.svc_cd IS 'Service line of the admitting team'")
+    with ehr_magic.connect(f"{path}?search_path=mart,archive") as ehr:
+        assert ehr.knowledge.tables["hsp_enc"].columns["svc_cd"].startswith(
+            "VARCHAR, Service line of the admitting team. 3 values")
+        assert ehr.attachment.path.read_text() != kept
+
+
+def test_a_database_without_comments_keeps_its_fingerprint() -> None:
+    columns, rows = {"visits": {"visit_id": "INTEGER"}}, {"visits": 3}
+    assert attach.fingerprint(columns, rows, {}) == attach.fingerprint(columns, rows)  # kept knowledge stays
+    said = {"visits": Comments("One row per clinic visit.", {})}
+    assert attach.fingerprint(columns, rows, said) != attach.fingerprint(columns, rows)
 
 
 def test_column_names_match_in_any_case(eunomia: Path) -> None:
@@ -442,6 +513,10 @@ CLINIC = [
     ("CREATE VIEW clinic.vw_inpatient_visits AS SELECT visit_id, patient_id FROM clinic.visits "
      "WHERE visit_type = 'inpatient'"),
     "CREATE SCHEMA nothing_here",
+    # the warehouse's own documentation
+    "COMMENT ON TABLE clinic.visits IS 'Clinic and hospital visits, one row per visit'",
+    "COMMENT ON COLUMN clinic.labs.\"VALUE\" IS 'Result in the unit of the test (mmol/L, mg/dL)'",
+    "COMMENT ON COLUMN clinic.patients.sex IS 'Sex at birth: F female, M male'",
 ]
 
 
@@ -478,6 +553,10 @@ def test_a_postgres_database_gets_drafted_knowledge_with_sampling(clinic: str, p
         assert "patients ON mv_visit_summary.patient_id = patients.patient_id" in summary.joins
         assert inpatient.row.startswith("One row per inpatient visit. "), inpatient.row
         assert ehr.count("mv_visit_summary") == 300
+        assert knowledge.tables["visits"].row.startswith("Clinic and hospital visits, one row per visit. ")
+        assert knowledge.tables["labs"].columns["VALUE"].startswith(
+            "DOUBLE, Result in the unit of the test (mmol/L, mg/dL). ")
+        assert knowledge.tables["patients"].columns["sex"].startswith("VARCHAR, Sex at birth: F female, M male. ")
     tables = pg_server.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'clinic' "
                                "ORDER BY 1", "clinicdb")
     assert [t[0] for t in tables] == ["broken", "labs", "notes_export", "patients", "visits",
@@ -506,8 +585,9 @@ def test_a_spark_catalog_gets_drafted_knowledge(spark_server) -> None:
         session.sql("CREATE TABLE wards.stays USING parquet AS SELECT id AS stay_id, "
                     "id % 40 AS ward_id, date_add(DATE '2023-01-01', CAST(id % 200 AS INT)) AS admitted "
                     "FROM range(1, 2000)")
-        session.sql("CREATE TABLE wards.wards USING parquet AS SELECT id AS ward_id, "
-                    "concat('ward ', id) AS ward_name FROM range(0, 40)")
+        session.sql("CREATE TABLE wards.wards USING parquet COMMENT 'Hospital wards and their bed boards' AS "
+                    "SELECT id AS ward_id, concat('ward ', id) AS ward_name FROM range(0, 40)")
+        session.sql("ALTER TABLE wards.wards ALTER COLUMN ward_name COMMENT 'Name shown on the bed board'")
     finally:
         session.stop()
     with ehr_magic.connect(spark_server.url("wards")) as ehr:
@@ -515,3 +595,6 @@ def test_a_spark_catalog_gets_drafted_knowledge(spark_server) -> None:
         assert "wards ON stays.ward_id = wards.ward_id" in ehr.knowledge.tables["stays"].joins
         assert ehr.now == dt.datetime(2023, 7, 19) and ehr.clock.source.endswith("stays.admitted")
         assert ehr.attachment.path.is_file()
+        wards = ehr.knowledge.tables["wards"]
+        assert wards.row.startswith("Hospital wards and their bed boards. "), wards.row
+        assert wards.columns["ward_name"].startswith("VARCHAR, Name shown on the bed board. "), wards.columns

@@ -4,9 +4,13 @@ A DuckDB file, a PostgreSQL database or schema, or a Spark catalog without ``_eh
 is never written to. Its knowledge lives in the user's data folder
 (``<data dir>/attached/<name>-<hash>.yaml``, with a ``.json`` beside it), keyed by the
 database's identity: its location (the resolved file path, or the URL without password)
-and a fingerprint of its tables (names, columns, types, and the row counts an engine reads
-for free). When the fingerprint changes the knowledge is drafted again, keeping every
-statement a person wrote or confirmed.
+and a fingerprint of its tables (names, columns, types, the row counts an engine reads for
+free, and the database's comments on them). When the fingerprint changes the knowledge is
+drafted again, keeping every statement a person wrote or confirmed.
+
+Where the database documents its tables and columns (``COMMENT ON``), the drafted
+descriptions say what those comments say, in place of what the names suggest, beside what
+the values show.
 
 - A database whose tables a packaged schema describes (``EHR._recognised_schema``) uses
   that knowledge; only the tables it does not describe are drafted (a "fill", merged with
@@ -40,7 +44,7 @@ from ehr_magic import paths
 from ehr_magic.db import data_clock
 from ehr_magic.db.header_rows import empty_select
 from ehr_magic.engines import Engine
-from ehr_magic.engines.base import first_line
+from ehr_magic.engines.base import Comments, first_line
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import Knowledge
@@ -87,10 +91,26 @@ def schema_id(name: str) -> str:
     return f"db_{slug}"[:63]
 
 
-def fingerprint(columns: Mapping[str, Mapping[str, str]], rows: Mapping[str, int]) -> str:
-    """A digest of the tables: names, columns with their types, and free row counts."""
-    shape = [[table, [[c, t] for c, t in types.items()], rows.get(table)] for table, types in sorted(columns.items())]
+def fingerprint(columns: Mapping[str, Mapping[str, str]], rows: Mapping[str, int],
+                comments: Mapping[str, Comments] | None = None) -> str:
+    """A digest of the tables: names, columns with their types, free row counts and the
+    database's comments on them (none: the digest of a database without comments is as it
+    was before comments counted, so its kept knowledge stays)."""
+    shape: list[Any] = [[table, [[c, t] for c, t in types.items()], rows.get(table)]
+                        for table, types in sorted(columns.items())]
+    said = {table: [c.table, sorted(c.columns.items())] for table, c in (comments or {}).items() if table in columns}
+    if said:
+        shape.append(said)
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:32]
+
+
+def read_comments(engine: Engine) -> dict[str, Comments]:
+    """The database's comments on its tables and columns; none when its catalog cannot be read
+    (documentation is a help, not a condition of connecting)."""
+    try:
+        return engine.comments()
+    except (EhrMagicError, duckdb.Error):  # an engine's failures are ours; DuckDB's its own
+        return {}
 
 
 @dataclass
@@ -179,8 +199,9 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         raise DatabaseError(f"{engine.name} database {engine.location} has no tables to analyse; connect to the "
                             "database or schema that holds the data (for PostgreSQL, ?search_path=SCHEMA).")
     schema = recognised or schema_id(name)
+    comments = read_comments(engine)
     here = Attachment(engine.location, name, schema, recognised is not None,
-                      fingerprint(stored, engine.row_counts()))
+                      fingerprint(stored, engine.row_counts(), comments))
     if progress is not None:
         said = progress
 
@@ -205,7 +226,7 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
     if recognised is None:
         try:
             drafted, complete = draft_tables(engine, columns, empty, list(columns), schema=schema, name=name,
-                                             progress=progress, notes=here.notes)
+                                             progress=progress, notes=here.notes, comments=comments)
         except DatabaseError as exc:
             here.notes.append(str(exc))  # connected all the same, with bare table and column names
             here.knowledge = previous
@@ -225,7 +246,8 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         if missing:
             try:
                 fill, complete = draft_tables(engine, columns, empty, missing, schema=schema, name=name,
-                                              progress=progress, notes=here.notes, fill_for=base.title)
+                                              progress=progress, notes=here.notes, fill_for=base.title,
+                                              comments=comments)
                 fill = keep_confirmed(fill, previous)
                 here.drafted_seconds = time.perf_counter() - started
             except DatabaseError as exc:
@@ -255,12 +277,15 @@ def _parse(text: str, schema: str) -> Knowledge | None:
 
 def draft_tables(engine: Engine, columns: Mapping[str, Mapping[str, str]], empty: Mapping[str, Mapping[str, str]],
                  tables: list[str], *, schema: str, name: str, progress: Progress | None = None,
-                 notes: list[str] | None = None, fill_for: str | None = None) -> tuple[Knowledge, bool]:
+                 notes: list[str] | None = None, fill_for: str | None = None,
+                 comments: Mapping[str, Comments] | None = None) -> tuple[Knowledge, bool]:
     """Knowledge drafted for ``tables`` of ``engine``'s database, and whether every one of them
-    could be read (a table that cannot is left out and named in ``notes``)."""
+    could be read (a table that cannot is left out and named in ``notes``). ``comments``: the
+    database's comments on its tables, read from it when not given."""
     from ehr_magic.knowledge.drafting import draft as drafting
 
     notes = notes if notes is not None else []
+    comments = read_comments(engine) if comments is None else comments
     con = duckdb.connect(":memory:", config=dict(limits.duckdb_config(memory_limit=DRAFT_MEMORY)))
     try:
         attached = engine.attach_to(con, "source")
@@ -288,7 +313,7 @@ def draft_tables(engine: Engine, columns: Mapping[str, Mapping[str, str]], empty
                          "describe that sample.")
         try:
             knowledge, _ = drafting.draft(con, {table: None for table in readable}, schema=schema, dataset=name,
-                                          notes=tuple(extra), progress=progress)
+                                          notes=tuple(extra), comments=comments, progress=progress)
         except duckdb.Error as exc:
             raise DatabaseError(f"Drafting knowledge for {engine.location} failed, so nothing was kept: "
                                 f"{_reason(exc)}") from None

@@ -37,6 +37,9 @@ The interface (``Engine``), for an engine author
     ``read_meta() -> {key: value}``  the ``_ehr_meta`` table ({} if there is none).
     ``row_counts() -> {table: rows}``  row counts that cost nothing to read (the catalog's),
         or {} when the engine has none that stay put while the data does (optional).
+    ``comments() -> {table: Comments}``  what the database's own documentation (``COMMENT ON``,
+        Spark's ``COMMENT``) says of the data tables and their columns; tables without any are
+        left out, and an engine without comments returns {} (optional).
     ``attach_to(con, alias) -> bool``  attach this database read-only to a local DuckDB
         connection under ``alias`` (a DuckDB file can); False when it cannot (optional).
         ``attached_table(alias, table)`` is then how that connection names one of its tables.
@@ -62,7 +65,8 @@ import importlib
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
@@ -89,6 +93,32 @@ ENGINES: dict[str, str] = {
 }
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+@dataclass(frozen=True)
+class Comments:
+    """What a database's own documentation says of one table: the table's comment ("" when it
+    has none) and its columns' (only those that have one)."""
+
+    table: str = ""
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+
+def kept_comments(said: Iterable[tuple[str, str | None, str | None]]) -> dict[str, Comments]:
+    """``Comments`` of the tables that have any, from (table, column or None for the table itself,
+    comment) rows; comments of only white space say nothing."""
+    tables: dict[str, str] = {}
+    columns: dict[str, dict[str, str]] = {}
+    for table, column, text in said:
+        text = (text or "").strip()
+        if not text:
+            continue
+        if column is None:
+            tables[table] = text
+        else:
+            columns.setdefault(table, {})[column] = text
+    return {table: Comments(tables.get(table, ""), columns.get(table, {}))
+            for table in sorted(tables.keys() | columns.keys())}
 
 
 class QueryError(DatabaseError):
@@ -154,6 +184,9 @@ class Engine:
 
     def row_counts(self) -> dict[str, int]:
         return {}  # no counts that cost nothing: a server's statistics move while its data does not
+
+    def comments(self) -> dict[str, Comments]:
+        return {}  # an engine that cannot read its catalog's comments
 
     def attach_to(self, con: Any, alias: str) -> bool:
         return False  # read through samples (sample_arrow) instead

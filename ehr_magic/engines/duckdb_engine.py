@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Engine, first_line, quote_identifier
+from ehr_magic.engines.base import Comments, Engine, first_line, kept_comments, quote_identifier
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 from ehr_magic.identifiers import text_literal
 from ehr_magic.safety import limits
@@ -126,6 +126,20 @@ class DuckDBEngine(Engine):
             if size is not None:
                 counts.setdefault(table, int(size))
         return counts
+
+    def comments(self) -> dict[str, Comments]:
+        if not self._schema_of:
+            self.table_columns()
+        rows = self.cursor().execute(
+            "SELECT schema_name, table_name, NULL, comment FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND comment IS NOT NULL UNION ALL "
+            "SELECT schema_name, view_name, NULL, comment FROM duckdb_views() "
+            "WHERE database_name = current_database() AND comment IS NOT NULL UNION ALL "
+            "SELECT schema_name, table_name, column_name, comment FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND comment IS NOT NULL").fetchall()
+        # only data tables, each from the schema it is read from (not one an earlier schema of the path shadows)
+        return kept_comments((table, column, text) for schema, table, column, text in rows
+                             if self._schema_of.get(table) == schema)
 
     def attach_to(self, con: Any, alias: str) -> bool:
         literal = str(self.path).replace("'", "''")

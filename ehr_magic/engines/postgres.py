@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Engine, Progress, QueryError, first_line, missing_extra, redact
+from ehr_magic.engines.base import Comments, Engine, Progress, QueryError, first_line, kept_comments, missing_extra
+from ehr_magic.engines.base import redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 from ehr_magic.identifiers import quote_identifier
 
@@ -163,6 +164,16 @@ class PostgresEngine(Engine):
                 continue  # shadowed by the same name in an earlier schema of the search_path
             tables.setdefault(table, {})[column] = _duckdb_type(dtype, precision, scale)
         return dict(sorted(tables.items()))
+
+    def comments(self) -> dict[str, Comments]:
+        # pg_table_is_visible: the table its bare name reaches through the search_path, not one it shadows
+        return kept_comments(self._rows(
+            "SELECT c.relname::text, a.attname::text, d.description FROM pg_description d "
+            "JOIN pg_class c ON d.classoid = 'pg_class'::regclass AND d.objoid = c.oid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid AND d.objsubid > 0 "
+            "WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND n.nspname = ANY(current_schemas(false)) "
+            "AND pg_table_is_visible(c.oid) AND c.relname NOT LIKE '\\_%' ORDER BY 1, d.objsubid"))
 
     def sampled(self, table: str, percent: float) -> str:
         return f"{quote_identifier(table, 'postgres')} TABLESAMPLE SYSTEM ({percent:.4f}) REPEATABLE (7)"

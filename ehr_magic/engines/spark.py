@@ -35,7 +35,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Engine, Progress, QueryError, missing_extra, redact
+from ehr_magic.engines.base import Comments, Engine, Progress, QueryError, kept_comments, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 
 DEFAULT_PORT = 15002
@@ -147,6 +147,7 @@ class SparkEngine(Engine):
                 f"{', '.join(databases) or 'none'}. Fix database= in the URL, or load one with "
                 f"`ehr-magic data load ... --out '{target.url}/;database=NAME'`.")
         self._spark.catalog.setCurrentDatabase(self.database)
+        self._column_comments: dict[str, dict[str, str]] = {}  # table -> column -> comment (table_columns)
 
     @classmethod
     def open(cls, target: str, database: str | None = None, **options: Any) -> SparkEngine:
@@ -175,7 +176,20 @@ class SparkEngine(Engine):
             except spark_errors() as exc:
                 raise self._error(exc, f"DESCRIBE {name}") from None
             tables[name] = {field.name: duckdb_type(field.dataType.simpleString()) for field in schema.fields}
+            self._column_comments[name] = {field.name: str(field.metadata.get("comment") or "")
+                                           for field in schema.fields}
         return dict(sorted(tables.items()))
+
+    def comments(self) -> dict[str, Comments]:
+        if not self._column_comments:
+            self.table_columns()
+        try:
+            described = {table.name: table.description or "" for table in self._spark.catalog.listTables(self.database)}
+        except spark_errors() as exc:
+            raise self._error(exc, f"SHOW TABLES IN {self.database}") from None
+        return kept_comments([(name, None, described.get(name)) for name in self._column_comments]
+                             + [(name, column, text) for name, columns in self._column_comments.items()
+                                for column, text in columns.items()])
 
     def table_ref(self, table: str) -> str:
         return f"`{self.database}`.`{table}`"

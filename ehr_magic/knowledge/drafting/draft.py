@@ -23,11 +23,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import duckdb
 
+from ehr_magic.engines.base import Comments
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import meaning, naming
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
@@ -147,13 +149,16 @@ def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None],
 
 def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, schema: str, dataset: str,
           now: dt.datetime | None = None, notes: tuple[str, ...] = (),
+          comments: Mapping[str, Comments] = MappingProxyType({}),
           progress: Progress | None = None) -> tuple[Knowledge, dt.datetime | None]:
     """The drafted knowledge of the loaded ``files`` (table -> file, or None for a table of a
     database), and the clock it found.
 
     ``now`` (a clock the user gave) replaces the found one in the text; ``notes`` are
-    conventions the loader adds (e.g. how it converted time zones). ``progress`` hears of
-    each table profiled, then of the search for joins.
+    conventions the loader adds (e.g. how it converted time zones); ``comments`` are what the
+    database's own documentation says of its tables and columns, which the descriptions put
+    first, in place of what the names suggest. ``progress`` hears of each table profiled, then
+    of the search for joins.
     """
     tables = profile_all(con, files, progress)
     if progress:
@@ -174,17 +179,23 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         vocabulary = meaning.lookup_columns(table, table.name in dictionaries, own)
         columns: dict[str, str] = {}
         listed: list[Column] = []  # the columns whose values their descriptions list, in order
+        said = _telling(table, comments.get(table.name) or Comments())
         for c in table.columns.values():
             lists = meaning.lists_values(table, c, own, c.name in vocabulary)
             source = meaning.same_values(c, listed) if lists else None
-            columns[c.name] = meaning.describe_column(table, c, own, c.name in vocabulary, values_of=source)
+            columns[c.name] = meaning.describe_column(table, c, own, c.name in vocabulary, values_of=source,
+                                                      comment=said.columns.get(c.name, ""))
             if lists and source is None:
                 listed.append(c)
         for column, phrase in meaning.line_parts(table, own, dictionaries, tables).items():
-            if column in columns:
+            if column in columns and not said.columns.get(column):  # its comment says it better than its name
                 columns[column] = meaning.with_phrase(column, columns[column], phrase)
-        row = meaning.table_line(table, referrers.get(table.name, []), skip)
-        infos[table.name] = TableInfo(table.name, None, row, _identity(table, table.name in dictionaries), columns,
+        row = meaning.table_line(table, referrers.get(table.name, []), skip, said.table)
+        identity = _identity(table, table.name in dictionaries)
+        rest = meaning.after_first_sentence(said.table, meaning.TABLE_DESCRIPTION_CHARACTERS)
+        if rest:  # the comment says more than the row's line holds
+            identity = f"{meaning.ended(rest)} {identity}".strip()
+        infos[table.name] = TableInfo(table.name, None, row, identity, columns,
                                       joins=tuple(j.text() for j in own.values()), vocabulary=tuple(vocabulary),
                                       key=table.key)
     _note_renamed_columns(infos, tables)
@@ -195,6 +206,16 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted",
         drafted=True, clock=(meaning.show(anchor),) if anchor else ())
     return knowledge, anchor
+
+
+def _telling(table: Table, comments: Comments) -> Comments:
+    """The comments that say more than the name they are on: a comment that only repeats its
+    column's or table's name (``ENC_ID`` on enc_id, a habit of generated documentation) is left out."""
+    def says_more(name: str, comment: str) -> bool:
+        return not set(split_words(comment)) <= set(split_words(name))
+
+    columns = {c: text for c, text in comments.columns.items() if c in table.columns and says_more(c, text)}
+    return Comments(comments.table if says_more(table.name, comments.table) else "", columns)
 
 
 def _note_renamed_columns(infos: dict[str, TableInfo], tables: dict[str, Table]) -> None:

@@ -34,6 +34,12 @@ NAMED_CODES = 0.9  # a code column with fewer code-shaped values than this share
 NAMED_REFERRERS = 4  # a table referred to by more is a hub: the tables are counted, not named
 REPEATED_VOCABULARY_MAX = 20_000  # distinct terms of a strongly repeated column still worth a lookup
 LINE_PARTS = 10  # columns named in a table's line
+# A database's own comments (COMMENT ON) are kept to this many characters, so that a paragraph of
+# documentation does not crowd the prompt: a column's, a table's line (its first sentence), and
+# a table's whole comment in its description.
+COLUMN_COMMENT_CHARACTERS = 200
+TABLE_COMMENT_CHARACTERS = 160
+TABLE_DESCRIPTION_CHARACTERS = 600
 _DICTIONARY_COLUMNS = 8  # a table this narrow with a key and a label is a dictionary even if nothing refers to it
 # How to read a column, advice to the model: not what the column holds, so not words a question finds it by
 CODES_AS_TEXT = "codes, compared as stored text"
@@ -157,29 +163,37 @@ def shown_values(values: Sequence[str]) -> list[str]:
 
 
 def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabulary: bool,
-                    values_of: Column | None = None) -> str:
+                    values_of: Column | None = None, comment: str = "") -> str:
     """One line about a column: type, role, range or values (``values_of``: an earlier column whose
-    listed values hold all of its own, named instead of listing them again), emptiness."""
+    listed values hold all of its own, named instead of listing them again), emptiness. With the
+    column's ``comment`` in the database first: what its names suggest (a patient id) is then not
+    said, nor the table it refers to when the comment names it."""
     if column.non_null == 0:
-        return f"{column.dtype}, always empty in this data."
+        text = f"{column.dtype}, always empty in this data."
+        return with_comment(text, comment) if comment else text
     lists = lists_values(table, column, joins, vocabulary)
     parts = []
+
+    def role(*names: str) -> str:
+        return "" if comment else _role(*names)
+
     if column.name == table.row_number:
         # the same words whether or not it is the table's key: said once by the index for every table
         # that has it (row numbers join nothing: a convention says so)
         parts.append("the unique row number")
     elif column.name == table.key:
-        role = _role(table.original or table.name, column.original or column.name)
-        parts.append("the unique key" + (f"; {role}" if role else ""))
+        said = role(table.original or table.name, column.original or column.name)
+        parts.append("the unique key" + (f"; {said}" if said else ""))
     elif column.name not in joins and identifies(table, column):
-        role = _role(column.original or column.name)
-        parts.append(f"{role} (an identifier)" if role else "an identifier")
+        said = role(column.original or column.name)
+        parts.append(f"{said} (an identifier)" if said else "an identifier")
     if column.name in joins:
         join = joins[column.name]
         # the target's key named as this column is said by the table alone ("refers to patients")
         target = join.target if join.key == column.name and not join.also else f"{join.target}.{sql_name(join.key)}"
-        role = _role(join.target, join.key)
-        parts.append(f"refers to {target}" + (f" ({role})" if role else ""))
+        said = role(join.target, join.key)
+        if not re.search(rf"(?<![\w.]){re.escape(target)}(?![\w])", comment, re.IGNORECASE):
+            parts.append(f"refers to {target}" + (f" ({said})" if said else ""))
     if column.unit_like and column.name not in joins:
         parts.append("a unit of measure")
     if column.name == table.key or column.name == table.row_number or column.name in joins:
@@ -218,7 +232,8 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
     empty = table.rows - column.non_null
     if empty:
         parts.append(f"{percent(empty, table.rows)} empty")
-    return f"{column.dtype}, " + "; ".join(parts) + "." if parts else f"{column.dtype}."
+    text = f"{column.dtype}, " + "; ".join(parts) + "." if parts else f"{column.dtype}."
+    return with_comment(text, comment) if comment else text
 
 
 def line_parts(table: Table, joins: dict[str, Join], dictionaries: set[str], tables: dict[str, Table]
@@ -253,16 +268,62 @@ def line_parts(table: Table, joins: dict[str, Join], dictionaries: set[str], tab
     return parts
 
 
-def table_line(table: Table, referrers: list[str], skip: int = 0) -> str:
-    """What one row is (the name's first ``skip`` words only say the dataset: ``naming.dataset_words``),
-    the tables that refer to it, and its size (its columns say what they hold)."""
-    line = f"One row per {naming.entity(table.original or table.name, skip)}."
+def table_line(table: Table, referrers: list[str], skip: int = 0, comment: str = "") -> str:
+    """What one row is (the name's first ``skip`` words only say the dataset: ``naming.dataset_words``;
+    the first sentence of the table's ``comment`` in the database, when it has one, says it in its
+    makers' words), the tables that refer to it, and its size (its columns say what they hold)."""
+    said = first_sentence(comment, TABLE_COMMENT_CHARACTERS) if comment else ""
+    line = ended(said) if said else f"One row per {naming.entity(table.original or table.name, skip)}."
     if len(referrers) > NAMED_REFERRERS:
         # a hub (patients, visits): how many refer to it says what it is; their own columns say the joins
         line += f" Referred to by {len(referrers)} tables."
     elif referrers:
         line += f" Referred to by {', '.join(referrers)}."
     return f"{line} {count(table.rows, 'row')}."
+
+
+def with_comment(text: str, comment: str) -> str:
+    """A column's drafted description with its comment in the database (what its makers say it
+    holds) after the type, in place of what its name suggests: ``VARCHAR, Admitting service. 3
+    values ('MED', 'SURG')``."""
+    said = one_line(comment, COLUMN_COMMENT_CHARACTERS)
+    kind, _, rest = text.partition(", ")
+    if not rest:
+        return f"{kind.rstrip('.')}, {ended(said)}"
+    return f"{kind}, {ended(said)} {rest[0].upper()}{rest[1:]}"
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (runs of white space as one space), cut at a word to at most ``limit``
+    characters, with "..." where it was cut."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    return line[:limit - 3].rsplit(" ", 1)[0].rstrip(" ,;:") + "..."
+
+
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.!?]) (?=[A-Z])")
+
+
+def first_sentence(text: str, limit: int) -> str:
+    """The first sentence of ``text`` (up to a full stop followed by a capital), on one line, at
+    most ``limit`` characters."""
+    return one_line(_SENTENCE_END.split(" ".join(text.split()), maxsplit=1)[0], limit)
+
+
+def after_first_sentence(text: str, limit: int) -> str:
+    """What ``text`` says after its first sentence (all of it when that sentence is cut: the line
+    holding it shows only its start), on one line, at most ``limit`` characters."""
+    line = " ".join(text.split())
+    parts = _SENTENCE_END.split(line, maxsplit=1)
+    if len(parts[0]) > TABLE_COMMENT_CHARACTERS:
+        return one_line(line, limit)
+    return one_line(parts[1], limit) if len(parts) > 1 else ""
+
+
+def ended(sentence: str) -> str:
+    """``sentence`` with a full stop unless it already ends as a sentence does."""
+    return sentence if sentence.endswith((".", "!", "?", "...")) else sentence + "."
 
 
 def with_phrase(column: str, text: str, phrase: str) -> str:
