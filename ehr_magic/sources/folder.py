@@ -1,9 +1,10 @@
-"""Any folder of CSV or TSV (gzipped or not), parquet or spreadsheet files: one table per file,
-knowledge drafted.
+"""Any folder of CSV or TSV (gzipped or not), parquet, spreadsheet or statistics-package files:
+one table per file, knowledge drafted.
 
 The table name is the file name without its suffix, lower-cased and made a plain SQL
 identifier (``Lab Results.csv`` -> ``lab_results``); a workbook gives a table per sheet
-(``workbooks``), and a subfolder of parquet parts with the same columns is one table, named for
+(``workbooks``), a SAS, Stata or SPSS file brings its labels as the drafter's comments
+(``stat_files``), and a subfolder of parquet parts with the same columns is one table, named for
 the subfolder (``table_files.is_parquet_dataset``). Types are inferred by DuckDB from
 the whole file; only columns that look numeric but are labels (zip codes, phone
 numbers) are kept as text. Timestamps with a time zone become plain UTC timestamps, so
@@ -37,7 +38,8 @@ from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables, scratch_folder
-from ehr_magic.sources import workbooks
+from ehr_magic.engines.base import Comments
+from ehr_magic.sources import stat_files, workbooks
 from ehr_magic.table_files import header_row, is_parquet, is_parquet_dataset
 from ehr_magic.errors import DataSourceError
 
@@ -81,7 +83,7 @@ def check_schema(name: str) -> str:
     return name
 
 
-_FILE_SUFFIXES = SUFFIXES + workbooks.SUFFIXES
+_FILE_SUFFIXES = SUFFIXES + workbooks.SUFFIXES + stat_files.SUFFIXES
 
 
 def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
@@ -103,8 +105,9 @@ def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
         below = sorted({p.parent.name for f in folders for p in f.glob("*/*")
                         if p.is_file() and p.name.lower().endswith(_FILE_SUFFIXES)})
         hint = f" Its subfolders {', '.join(below)} hold some: pass those instead." if below else ""
-        raise DataSourceError(f"No .csv, .tsv (or gzipped), .parquet or spreadsheet (.xlsx, .xls, .ods) files "
-                              f"in {', '.join(map(str, folders))}.{hint}")
+        raise DataSourceError(f"No .csv, .tsv (or gzipped), .parquet, spreadsheet (.xlsx, .xls, .ods), SAS "
+                              f"(.sas7bdat, .xpt), Stata (.dta) or SPSS (.sav) files in {', '.join(map(str, folders))}."
+                              f"{hint}")
     return files
 
 
@@ -133,22 +136,29 @@ def load(
     found = find_files(dirs)
     first = check_dirs(dirs)[0]
     dataset, default_schema = first.resolve().name, schema_id(first)
-    if not any(workbooks.is_workbook(path) for path in found.values()):
+    if not any(_converted(path) for path in found.values()):
         return load_files(found, {}, out, dataset=dataset, default_schema=default_schema, schema=schema, now=now,
                           progress=progress)
-    with scratch_folder(out, "sheets") as folder:
-        files, empty = workbooks.sheet_files(found, folder, table_name,
-                                             (lambda step: progress(step, 0, len(found))) if progress else None)
+    said = (lambda step: progress(step, 0, len(found))) if progress else None
+    with scratch_folder(out, "converted") as folder:
+        files, empty = workbooks.sheet_files(found, folder, table_name, said)
+        files, comments = stat_files.converted_files(files, folder, said)
         return load_files(files, empty, out, dataset=dataset, default_schema=default_schema, schema=schema, now=now,
-                          progress=progress)
+                          progress=progress, comments=comments)
+
+
+def _converted(path: Path) -> bool:
+    """Whether a file is read into parquet before loading (a workbook, a statistics package's file)."""
+    return workbooks.is_workbook(path) or stat_files.is_stat_file(path)
 
 
 def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[str] | str, *, dataset: str,
                default_schema: str, schema: str | None, now: dt.datetime | str | None = None,
-               progress: Progress | None = None) -> LoadReport:
+               progress: Progress | None = None, comments: dict[str, Comments] | None = None) -> LoadReport:
     """Build ``out`` from table files (table -> file; ``empty`` ones are reported as skipped), with
-    knowledge drafted from the data, or a packaged schema's when the tables are one. The schema
-    id is ``schema`` if given (then always drafted), else ``default_schema``."""
+    knowledge drafted from the data (and from ``comments``, what the files' own labels say of their
+    tables), or a packaged schema's when the tables are one. The schema id is ``schema`` if given
+    (then always drafted), else ``default_schema``."""
     chosen = schema is not None
     schema = check_schema(schema) if schema else default_schema
     given = parse_time(now) if now is not None else None
@@ -165,10 +175,11 @@ def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[
         packaged = None if chosen else _packaged_schema(con, loaded)
         if packaged is not None:
             report.schema = packaged
-            return _as_packaged(con, packaged, loaded, out, dataset=dataset, given=given, notes=notes)
+            return _as_packaged(con, packaged, loaded, out, dataset=dataset, given=given, notes=notes,
+                                comments=comments or {})
         drafted_files: dict[str, Path | None] = dict(loaded)  # draft also takes tables with no file (None)
         knowledge, anchor = drafting.draft(con, drafted_files, schema=schema, dataset=dataset, now=given,
-                                           notes=notes)
+                                           notes=notes, comments=comments or {})
         # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
         knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
         if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:
@@ -188,7 +199,7 @@ def files_schema(dirs: Iterable[os.PathLike[str] | str]) -> str | None:
     from ehr_magic.db import schemas
 
     found = schemas.recognise({table: dict.fromkeys(header_row(path), "VARCHAR")
-                               for table, path in find_files(dirs).items() if not workbooks.is_workbook(path)})
+                               for table, path in find_files(dirs).items() if not _converted(path)})
     return None if found == schemas.UNKNOWN else found
 
 
@@ -204,7 +215,8 @@ def _packaged_schema(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> s
 
 
 def _as_packaged(con: duckdb.DuckDBPyConnection, schema: str, loaded: dict[str, Path], out: os.PathLike[str] | str,
-                 *, dataset: str, given: dt.datetime | None, notes: tuple[str, ...]) -> dt.datetime | None:
+                 *, dataset: str, given: dt.datetime | None, notes: tuple[str, ...],
+                 comments: dict[str, Comments]) -> dt.datetime | None:
     """Files that are a packaged schema's tables use its knowledge, as an attached database of it
     does: only the tables it does not describe are drafted and stored with it, and the clock is
     the one it states. Knowledge stored by an earlier load of the same schema (an analyst's import)
@@ -213,7 +225,8 @@ def _as_packaged(con: duckdb.DuckDBPyConnection, schema: str, loaded: dict[str, 
     base = stored or knowledge_files.load(schema)
     described = {table.lower() for table in base.tables}
     extra: dict[str, Path | None] = {table: path for table, path in loaded.items() if table.lower() not in described}
-    fill = drafting.draft(con, extra, schema=schema, dataset=dataset, notes=notes)[0] if extra else None
+    fill = drafting.draft(con, extra, schema=schema, dataset=dataset, notes=notes, comments=comments)[0] \
+        if extra else None
     knowledge = knowledge_store.with_drafted_tables(base, fill)
     if stored is not None or fill is not None:  # else the packaged file is read as it ships, a newer one too
         write_knowledge(con, schema, knowledge.to_yaml())

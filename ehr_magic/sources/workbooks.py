@@ -81,7 +81,7 @@ def _read_sheets(path: Path) -> dict[str, pl.DataFrame]:
             if header is None:
                 continue  # nothing in it
             frame = reader.load_sheet(sheet, header_row=header, schema_sample_rows=None).to_polars()
-            sheets[sheet] = _typed(_without_blank_columns(frame))
+            sheets[sheet] = typed(_without_blank_columns(frame))
     except (fastexcel.FastExcelError, OSError, ValueError) as exc:
         reason = " ".join(str(exc).split())[:300]
         raise DataSourceError(f"Cannot read workbook {path} ({reason}); check that it opens in a spreadsheet "
@@ -107,7 +107,7 @@ def _without_blank_columns(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.drop(blank)
 
 
-def _typed(frame: pl.DataFrame) -> pl.DataFrame:
+def typed(frame: pl.DataFrame) -> pl.DataFrame:
     """Whole-number float columns as integers, midnight-only date-times as dates."""
     casts = []
     for name, dtype in frame.schema.items():
