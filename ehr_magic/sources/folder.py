@@ -39,7 +39,7 @@ from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables, scratch_folder
 from ehr_magic.engines.base import Comments
-from ehr_magic.sources import stat_files, workbooks
+from ehr_magic.sources import json_files, stat_files, workbooks
 from ehr_magic.table_files import header_row, is_parquet, is_parquet_dataset
 from ehr_magic.errors import DataSourceError
 
@@ -83,7 +83,7 @@ def check_schema(name: str) -> str:
     return name
 
 
-_FILE_SUFFIXES = SUFFIXES + workbooks.SUFFIXES + stat_files.SUFFIXES
+_FILE_SUFFIXES = SUFFIXES + workbooks.SUFFIXES + stat_files.SUFFIXES + json_files.SUFFIXES
 
 
 def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
@@ -143,22 +143,26 @@ def load(
     with scratch_folder(out, "converted") as folder:
         files, empty = workbooks.sheet_files(found, folder, table_name, said)
         files, comments = stat_files.converted_files(files, folder, said)
+        files, notes = json_files.converted_files(files, folder, table_name, said)
         return load_files(files, empty, out, dataset=dataset, default_schema=default_schema, schema=schema, now=now,
-                          progress=progress, comments=comments)
+                          progress=progress, comments=comments, notes=notes)
 
 
 def _converted(path: Path) -> bool:
-    """Whether a file is read into parquet before loading (a workbook, a statistics package's file)."""
-    return workbooks.is_workbook(path) or stat_files.is_stat_file(path)
+    """Whether a file is read into parquet before loading (a workbook, a statistics package's file,
+    a JSON file)."""
+    return workbooks.is_workbook(path) or stat_files.is_stat_file(path) or json_files.is_json_file(path)
 
 
 def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[str] | str, *, dataset: str,
                default_schema: str, schema: str | None, now: dt.datetime | str | None = None,
-               progress: Progress | None = None, comments: dict[str, Comments] | None = None) -> LoadReport:
+               progress: Progress | None = None, comments: dict[str, Comments] | None = None,
+               notes: tuple[str, ...] = ()) -> LoadReport:
     """Build ``out`` from table files (table -> file; ``empty`` ones are reported as skipped), with
     knowledge drafted from the data (and from ``comments``, what the files' own labels say of their
-    tables), or a packaged schema's when the tables are one. The schema id is ``schema`` if given
-    (then always drafted), else ``default_schema``."""
+    tables; ``notes`` are conventions of how the files were read), or a packaged schema's when the
+    tables are one. The schema id is ``schema`` if given (then always drafted), else
+    ``default_schema``."""
     chosen = schema is not None
     schema = check_schema(schema) if schema else default_schema
     given = parse_time(now) if now is not None else None
@@ -169,17 +173,17 @@ def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[
             _check_shape(con, table, path)
         if progress:
             progress("drafting knowledge", len(loaded), len(loaded))
-        notes = _drop_time_zones(con, loaded) + tuple(
+        said = notes + _drop_time_zones(con, loaded) + tuple(
             f"File {Path(file).name} was empty (not even a header row), so it was not loaded."
             for file in report.empty.values())
         packaged = None if chosen else _packaged_schema(con, loaded)
         if packaged is not None:
             report.schema = packaged
-            return _as_packaged(con, packaged, loaded, out, dataset=dataset, given=given, notes=notes,
+            return _as_packaged(con, packaged, loaded, out, dataset=dataset, given=given, notes=said,
                                 comments=comments or {})
         drafted_files: dict[str, Path | None] = dict(loaded)  # draft also takes tables with no file (None)
         knowledge, anchor = drafting.draft(con, drafted_files, schema=schema, dataset=dataset, now=given,
-                                           notes=notes, comments=comments or {})
+                                           notes=said, comments=comments or {})
         # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
         knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
         if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:

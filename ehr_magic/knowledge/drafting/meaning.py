@@ -380,5 +380,9 @@ def distinct(column: Column, noun: str) -> str:
 
 
 def percent(part: int | float, whole: int) -> str:
+    """``part`` of ``whole`` as a whole percent, never rounded to 0% or 100% when it is neither
+    (one value in 200 rows is not "100% empty")."""
     share = 100 * part / whole
-    return f"{share:.0f}%" if share >= 1 else "<1%"
+    if share < 1:
+        return "<1%"
+    return f"{share:.0f}%" if share <= 99 or part == whole else ">99%"

@@ -1,0 +1,214 @@
+"""JSON files in a folder of table files: JSON Lines (.ndjson, .jsonl) and JSON arrays of objects
+(.json), gzipped or not, such as a FHIR bulk export (``Patient.ndjson``, ``Observation_1.ndjson``).
+
+Each object is a row. Nested objects become columns named by their path (``valueQuantity`` ->
+``valueQuantity_value``, ``valueQuantity_unit``), so the table is flat as SQL wants it:
+
+- a list of objects keeps its first entry's fields (a code's first coding, a patient's first
+  name), said in a convention; a list of plain values is one text, its values joined by "; ";
+- a reference to another record (``{"reference": "Patient/123"}``) becomes the id it points to
+  (``subject_id`` = '123'), which then joins to that table's ``id`` as any key does;
+- a file of FHIR resources (every object names the same ``resourceType``) is the table of that
+  type: a bulk export's several files of one type make one table, a bundle's entries (Synthea
+  writes a bundle per patient) go to the tables of their types, and what only serves the exchange
+  (``meta``, the narrative ``text``, ``extension``s, ``contained`` resources) is left out.
+
+Each table is written as a parquet file beside the output, which the folder loader then loads
+and drafts like any other file. Types are read from every object (a field that appears late is
+not missed); times with a zone become UTC, as in any file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ehr_magic.errors import DataSourceError
+from ehr_magic.identifiers import quote_identifier as quote
+from ehr_magic.identifiers import text_literal
+
+SUFFIXES = (".ndjson", ".jsonl", ".json", ".ndjson.gz", ".jsonl.gz", ".json.gz")
+MAX_DEPTH = 5  # levels of nesting flattened; deeper values are kept as JSON text
+MAX_COLUMNS = 300  # columns of one table, at most; the rest are left out, said in a convention
+# FHIR's parts that carry the exchange, not the record: versions and profiles, the human-readable
+# narrative (HTML), extensions, and resources contained in another.
+_FHIR_EXCHANGE = {"meta", "text", "extension", "modifierExtension", "contained", "implicitRules", "language"}
+_LIST_NOTE = ("In tables loaded from JSON files, a field holding a list of objects (a code's codings, a patient's "
+              "names) keeps its first entry only; a list of plain values is one text, its values joined by '; '.")
+
+
+def is_json_file(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIXES)
+
+
+def converted_files(files: dict[str, Path], scratch: Path, name_of: Callable[[str], str],
+                    progress: Callable[[str], None] | None = None) -> tuple[dict[str, Path], tuple[str, ...]]:
+    """``files`` with the JSON files replaced by one parquet file per table written in ``scratch``
+    (table -> file; FHIR resources grouped by type, named by ``name_of``), and the conventions
+    their flattening adds."""
+    tables: dict[str, Path] = {}
+    groups: dict[str, list[Path]] = {}
+    resources: set[str] = set()
+    con = duckdb.connect(":memory:")
+    try:
+        for table, path in files.items():
+            if not is_json_file(path):
+                tables[table] = path
+                continue
+            if progress:
+                progress(f"reading {path.name}")
+            kind = _resource_type(con, path)
+            if kind == "Bundle":  # a FHIR bundle (Synthea writes one per patient): its entries' resources
+                for entry_kind, part in _bundle_parts(path, scratch / f"bundle-{len(groups)}-{path.name}"):
+                    resources.add(name_of(entry_kind))
+                    groups.setdefault(name_of(entry_kind), []).append(part)
+                continue
+            name = name_of(kind) if kind else table
+            if kind:
+                resources.add(name)
+            groups.setdefault(name, []).append(path)
+        notes: list[str] = []
+        for name, paths in groups.items():
+            if name in tables:
+                raise DataSourceError(f"{paths[0]} holds table {name}, which file {tables[name]} already is; rename or "
+                                      "move one of them.")
+            written = scratch / f"json-{len(tables)}" / f"{_file_stem(paths[0]) if len(paths) == 1 else name}.parquet"
+            written.parent.mkdir()
+            flat, notes_of_table = _write_flat(con, paths, written, fhir=name in resources)
+            tables[name] = written
+            notes += notes_of_table
+            if flat:
+                notes.append(_LIST_NOTE)
+    finally:
+        con.close()
+    return tables, tuple(dict.fromkeys(notes))
+
+
+def _file_stem(path: Path) -> str:
+    suffix = next(s for s in SUFFIXES if path.name.lower().endswith(s))
+    return path.name[: len(path.name) - len(suffix)]
+
+
+def _reader(paths: list[Path], columns: dict[str, str] | None = None) -> str:
+    """``read_json`` of ``paths``: its types found from every object, or given as ``columns``
+    (name -> type), which reads only those (finding the types is a pass over the whole file)."""
+    listed = ", ".join(text_literal(str(p)) for p in paths)
+    typed = ("columns = {" + ", ".join(f"{text_literal(n)}: {text_literal(t)}" for n, t in columns.items()) + "}"
+             if columns else "union_by_name = true, sample_size = -1")
+    return f"read_json([{listed}], {typed}, maximum_object_size = 134217728)"
+
+
+def _resource_type(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
+    """The FHIR resource type every object of ``path`` names, if they all name the same one."""
+    try:
+        kinds = con.sql(f'SELECT DISTINCT "resourceType" FROM {_reader([path], {"resourceType": "VARCHAR"})} '
+                        "LIMIT 2").fetchall()
+    except duckdb.Error as exc:
+        raise DataSourceError(_unreadable(path, exc)) from None
+    return str(kinds[0][0]) if len(kinds) == 1 and kinds[0][0] else None
+
+
+def _bundle_parts(path: Path, folder: Path) -> list[tuple[str, Path]]:
+    """The resources of a FHIR bundle's entries, one JSON Lines file per resource type in ``folder``."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            bundle = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise DataSourceError(f"Cannot read FHIR bundle {path} ({exc}); check that it is whole JSON.") from None
+    by_kind: dict[str, list[str]] = {}
+    for entry in bundle.get("entry") or []:
+        resource = entry.get("resource") if isinstance(entry, dict) else None
+        if isinstance(resource, dict) and isinstance(resource.get("resourceType"), str):
+            by_kind.setdefault(resource["resourceType"], []).append(json.dumps(resource))
+    folder.mkdir()
+    parts = []
+    for kind, lines in by_kind.items():
+        part = folder / f"{kind}.ndjson"
+        part.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        parts.append((kind, part))
+    return parts
+
+
+def _unreadable(path: Path, exc: duckdb.Error) -> str:
+    reason = " ".join(str(exc).split())[:300]
+    return (f"Cannot read {path} as JSON ({reason}); a JSON file should hold one object per line, or an array of "
+            "objects.")
+
+
+def _write_flat(con: duckdb.DuckDBPyConnection, paths: list[Path], out: Path, *, fhir: bool
+                ) -> tuple[bool, list[str]]:
+    """Write the rows of ``paths`` flattened into ``out``; whether a list of objects was cut to its
+    first entry, and the conventions to say (columns left out)."""
+    try:
+        relation = con.sql(f"SELECT * FROM {_reader(paths)}")
+        columns: list[tuple[str, str]] = []
+        cut = False
+        for name, dtype in zip(relation.columns, relation.dtypes):
+            if fhir and (name in _FHIR_EXCHANGE or name == "resourceType"):
+                continue
+            found, listed = _flattened(quote(name), name, dtype, 1)
+            columns += found
+            cut = cut or listed
+        notes = []
+        if len(columns) > MAX_COLUMNS:
+            notes.append(f"Table {out.stem} of JSON files had {len(columns)} fields once flattened; the first "
+                         f"{MAX_COLUMNS} were loaded.")
+            columns = columns[:MAX_COLUMNS]
+        select = ", ".join(f"{expression} AS {quote(alias)}" for expression, alias in _distinct(columns))
+        literal = str(out).replace("'", "''")
+        types = {name: str(dtype) for name, dtype in zip(relation.columns, relation.dtypes)}  # found once
+        con.execute(f"COPY (SELECT {select} FROM {_reader(paths, types)}) TO '{literal}' (FORMAT parquet)")
+    except duckdb.Error as exc:
+        raise DataSourceError(_unreadable(paths[0], exc)) from None
+    return cut, notes
+
+
+def _flattened(expression: str, alias: str, dtype: Any, depth: int) -> tuple[list[tuple[str, str]], bool]:
+    """(SQL expression, column name) pairs of one field, nested fields as their own columns; and
+    whether a list of objects was cut to its first entry."""
+    kind = dtype.id
+    if kind == "struct" and depth <= MAX_DEPTH:
+        fields = dict(dtype.children)
+        if "reference" in fields and str(fields["reference"]) == "VARCHAR":
+            # "Patient/123", "urn:uuid:123" -> '123', the id that joins; the rest of the reference is said
+            # by its display, when it has one
+            pairs = [(f"regexp_extract({expression}.reference, '([^/:]+)$', 1)", f"{alias}_id")]
+            if "display" in fields:
+                pairs.append((f"{expression}.display", f"{alias}_display"))
+            return pairs, False
+        pairs, cut = [], False
+        for field, child in fields.items():
+            found, listed = _flattened(f"{expression}.{quote(field)}", f"{alias}_{field}", child, depth + 1)
+            pairs += found
+            cut = cut or listed
+        return pairs, cut
+    if kind == "list":
+        child = dict(dtype.children)["child"]
+        if child.id == "struct" and depth <= MAX_DEPTH:
+            found, _ = _flattened(f"{expression}[1]", alias, child, depth + 1)
+            return found, True
+        if child.id not in ("struct", "list", "map", "union"):
+            return [(f"nullif(array_to_string({expression}, '; '), '')", alias)], False
+    if kind in ("struct", "list", "map", "union") or str(dtype) == "JSON":
+        return [(f"CAST(to_json({expression}) AS VARCHAR)", alias)], False
+    return [(expression, alias)], False
+
+
+def _distinct(columns: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Column names unique whatever their case (two paths may flatten to one name)."""
+    taken: set[str] = set()
+    unique = []
+    for expression, alias in columns:
+        name, n = alias, 0
+        while name.lower() in taken:
+            n += 1
+            name = f"{alias}_{n}"
+        taken.add(name.lower())
+        unique.append((expression, name))
+    return unique
