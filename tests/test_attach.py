@@ -23,7 +23,7 @@ import ehr_magic
 from ehr_magic import cli, paths
 from ehr_magic.agent.context import system_prompt
 from ehr_magic.db import attach, knowledge_io
-from ehr_magic.engines.base import Comments
+from ehr_magic.engines.base import Comments, DeclaredKeys
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge.store import KnowledgeRefused
 from ehr_magic.knowledge.view import knowledge_view
@@ -210,11 +210,33 @@ def test_the_databases_comments_describe_its_tables_and_columns(tmp_path: Path) 
         assert ehr.attachment.path.read_text() != kept
 
 
-def test_a_database_without_comments_keeps_its_fingerprint() -> None:
+def test_a_database_without_comments_or_keys_keeps_its_fingerprint() -> None:
     columns, rows = {"visits": {"visit_id": "INTEGER"}}, {"visits": 3}
-    assert attach.fingerprint(columns, rows, {}) == attach.fingerprint(columns, rows)  # kept knowledge stays
-    said = {"visits": Comments("One row per clinic visit.", {})}
-    assert attach.fingerprint(columns, rows, said) != attach.fingerprint(columns, rows)
+    assert attach.fingerprint(columns, rows, attach.Catalog()) == attach.fingerprint(columns, rows)  # kept stays
+    said = attach.Catalog({"visits": Comments("One row per clinic visit.", {})})
+    keyed = attach.Catalog(keys=DeclaredKeys({"visits": ("visit_id",)}))
+    assert len({attach.fingerprint(columns, rows), attach.fingerprint(columns, rows, said),
+                attach.fingerprint(columns, rows, keyed)}) == 3
+
+
+def test_declared_keys_stand_where_values_and_names_say_nothing(tmp_path: Path) -> None:
+    """A warehouse's FOREIGN KEY constraints are joins even where the values cannot show one (an
+    empty table) or the names do not point to it (a provider referred to as the attending)."""
+    path = tmp_path / "declared.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE prov (prov_key INTEGER PRIMARY KEY, prov_nm VARCHAR)")
+        con.execute("INSERT INTO prov SELECT i, 'Dr ' || i FROM range(1, 40) t(i)")
+        con.execute("CREATE TABLE enc (enc_key INTEGER PRIMARY KEY, attending INTEGER REFERENCES prov (prov_key), "
+                    "seen DATE)")
+        con.execute("INSERT INTO enc SELECT i, 1 + i % 39, DATE '2024-01-01' + i::INTEGER FROM range(1, 300) t(i)")
+        con.execute("CREATE TABLE enc_note (note_key INTEGER PRIMARY KEY, enc_key INTEGER REFERENCES enc (enc_key), "
+                    "body VARCHAR)")  # no rows yet
+    with ehr_magic.connect(path) as ehr:
+        tables = ehr.knowledge.tables
+        assert "prov ON enc.attending = prov.prov_key" in tables["enc"].joins, tables["enc"].joins
+        assert "enc ON enc_note.enc_key = enc.enc_key" in tables["enc_note"].joins
+        assert tables["enc_note"].key == "note_key" and tables["prov"].key == "prov_key"
+        assert "The joins are the database's own FOREIGN KEY constraints." in ehr.knowledge.conventions
 
 
 def test_column_names_match_in_any_case(eunomia: Path) -> None:
@@ -517,6 +539,9 @@ CLINIC = [
     "COMMENT ON TABLE clinic.visits IS 'Clinic and hospital visits, one row per visit'",
     "COMMENT ON COLUMN clinic.labs.\"VALUE\" IS 'Result in the unit of the test (mmol/L, mg/dL)'",
     "COMMENT ON COLUMN clinic.patients.sex IS 'Sex at birth: F female, M male'",
+    # declared keys, one of them where neither the values (no rows) nor the names show it
+    "ALTER TABLE clinic.patients ADD PRIMARY KEY (patient_id)",
+    "CREATE TABLE clinic.referrals (referral_id int PRIMARY KEY, sent_for int REFERENCES clinic.patients (patient_id))",
 ]
 
 
@@ -557,9 +582,13 @@ def test_a_postgres_database_gets_drafted_knowledge_with_sampling(clinic: str, p
         assert knowledge.tables["labs"].columns["VALUE"].startswith(
             "DOUBLE, Result in the unit of the test (mmol/L, mg/dL). ")
         assert knowledge.tables["patients"].columns["sex"].startswith("VARCHAR, Sex at birth: F female, M male. ")
+        assert "patients ON referrals.sent_for = patients.patient_id" in knowledge.tables["referrals"].joins
+        assert knowledge.tables["referrals"].key == "referral_id"
+        assert any(rule.startswith("Joins not declared by the database (FOREIGN KEY) were inferred")
+                   for rule in knowledge.conventions)
     tables = pg_server.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'clinic' "
                                "ORDER BY 1", "clinicdb")
-    assert [t[0] for t in tables] == ["broken", "labs", "notes_export", "patients", "visits",
+    assert [t[0] for t in tables] == ["broken", "labs", "notes_export", "patients", "referrals", "visits",
                                       "vw_inpatient_visits"]  # never written to
 
 

@@ -98,3 +98,31 @@ def test_what_is_not_a_sqlite_database_is_one_sentence(tmp_path: Path) -> None:
         line = one_error_line(run("data", "load", "sqlite", given, "--out", str(tmp_path / "x.duckdb"), "--quiet"))
         assert line.startswith(said), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+def test_the_keys_a_sqlite_file_declares_are_its_joins(tmp_path: Path) -> None:
+    """PRIMARY KEY and FOREIGN KEY clauses stand where the values cannot show them (a table with no
+    rows yet, a reference named unlike its target); a column declared to refer to two tables is left
+    to the values."""
+    lite = tmp_path / "clinic.db"
+    with sqlite3.connect(lite) as con:
+        con.executescript("""
+            CREATE TABLE Staff (StaffNo INTEGER PRIMARY KEY, Name TEXT);
+            CREATE TABLE Visits (VisitNo INTEGER PRIMARY KEY, SeenBy INTEGER REFERENCES Staff, Day TEXT);
+            CREATE TABLE Letters (LetterNo INTEGER, VisitNo INTEGER, Body TEXT, PRIMARY KEY (LetterNo),
+                                  FOREIGN KEY (VisitNo) REFERENCES Visits (VisitNo));
+            CREATE TABLE Audit (AuditNo INTEGER, ThingNo INTEGER REFERENCES Visits (VisitNo),
+                                FOREIGN KEY (ThingNo) REFERENCES Staff (StaffNo));
+        """)
+        con.executemany("INSERT INTO Staff VALUES (?, ?)", [(i, f"Dr {i}") for i in range(1, 30)])
+        con.executemany("INSERT INTO Visits VALUES (?, ?, ?)",
+                        [(i, 1 + i % 29, f"2024-02-{1 + i % 28:02d}") for i in range(1, 200)])
+        con.executemany("INSERT INTO Audit VALUES (?, ?)", [(i, 1 + i % 29) for i in range(1, 50)])
+    out = tmp_path / "clinic.duckdb"
+    sources.load("sqlite", [lite], out)
+    with ehr_magic.connect(out) as ehr:
+        tables = ehr.knowledge.tables
+        assert "staff ON visits.seenby = staff.staffno" in tables["visits"].joins, tables["visits"].joins
+        assert "visits ON letters.visitno = visits.visitno" in tables["letters"].joins  # no letters yet
+        assert tables["letters"].key == "letterno"
+        assert not any(join.startswith("visits ON audit.thingno") for join in tables["audit"].joins)

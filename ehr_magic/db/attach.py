@@ -35,7 +35,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 import duckdb
@@ -44,7 +45,7 @@ from ehr_magic import paths
 from ehr_magic.db import data_clock
 from ehr_magic.db.header_rows import empty_select
 from ehr_magic.engines import Engine
-from ehr_magic.engines.base import Comments, first_line
+from ehr_magic.engines.base import Comments, DeclaredKeys, first_line
 from ehr_magic.errors import DatabaseError, EhrMagicError
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import Knowledge
@@ -92,25 +93,41 @@ def schema_id(name: str) -> str:
 
 
 def fingerprint(columns: Mapping[str, Mapping[str, str]], rows: Mapping[str, int],
-                comments: Mapping[str, Comments] | None = None) -> str:
-    """A digest of the tables: names, columns with their types, free row counts and the
-    database's comments on them (none: the digest of a database without comments is as it
-    was before comments counted, so its kept knowledge stays)."""
+                catalog: Catalog | None = None) -> str:
+    """A digest of the tables: names, columns with their types, free row counts and what the
+    database's catalog says of them, its comments and declared keys (none: the digest of a
+    database without either is as it was before they counted, so its kept knowledge stays)."""
     shape: list[Any] = [[table, [[c, t] for c, t in types.items()], rows.get(table)]
                         for table, types in sorted(columns.items())]
-    said = {table: [c.table, sorted(c.columns.items())] for table, c in (comments or {}).items() if table in columns}
+    comments, keys = catalog or Catalog()
+    said = {table: [c.table, sorted(c.columns.items())] for table, c in comments.items() if table in columns}
     if said:
         shape.append(said)
+    if keys:
+        shape.append([sorted((t, list(c)) for t, c in keys.primary.items()),
+                      [[k.table, list(k.columns), k.target, list(k.keys)] for k in keys.foreign]])
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:32]
 
 
-def read_comments(engine: Engine) -> dict[str, Comments]:
-    """The database's comments on its tables and columns; none when its catalog cannot be read
-    (documentation is a help, not a condition of connecting)."""
+class Catalog(NamedTuple):
+    """What a database's catalog says of its tables beyond their columns."""
+
+    comments: Mapping[str, Comments] = MappingProxyType({})
+    keys: DeclaredKeys = DeclaredKeys()
+
+
+def read_catalog(engine: Engine) -> Catalog:
+    """The database's comments on its tables and columns, and the keys it declares; none of what
+    its catalog cannot give (documentation is a help, not a condition of connecting)."""
     try:
-        return engine.comments()
+        comments = engine.comments()
     except (EhrMagicError, duckdb.Error):  # an engine's failures are ours; DuckDB's its own
-        return {}
+        comments = {}
+    try:
+        keys = engine.declared_keys()
+    except (EhrMagicError, duckdb.Error):
+        keys = DeclaredKeys()
+    return Catalog(comments, keys)
 
 
 @dataclass
@@ -199,9 +216,9 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
         raise DatabaseError(f"{engine.name} database {engine.location} has no tables to analyse; connect to the "
                             "database or schema that holds the data (for PostgreSQL, ?search_path=SCHEMA).")
     schema = recognised or schema_id(name)
-    comments = read_comments(engine)
+    catalog = read_catalog(engine)
     here = Attachment(engine.location, name, schema, recognised is not None,
-                      fingerprint(stored, engine.row_counts(), comments))
+                      fingerprint(stored, engine.row_counts(), catalog))
     if progress is not None:
         said = progress
 
@@ -226,7 +243,7 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
     if recognised is None:
         try:
             drafted, complete = draft_tables(engine, columns, empty, list(columns), schema=schema, name=name,
-                                             progress=progress, notes=here.notes, comments=comments)
+                                             progress=progress, notes=here.notes, catalog=catalog)
         except DatabaseError as exc:
             here.notes.append(str(exc))  # connected all the same, with bare table and column names
             here.knowledge = previous
@@ -247,7 +264,7 @@ def attach(engine: Engine, stored: Mapping[str, Mapping[str, str]], columns: Map
             try:
                 fill, complete = draft_tables(engine, columns, empty, missing, schema=schema, name=name,
                                               progress=progress, notes=here.notes, fill_for=base.title,
-                                              comments=comments)
+                                              catalog=catalog)
                 fill = keep_confirmed(fill, previous)
                 here.drafted_seconds = time.perf_counter() - started
             except DatabaseError as exc:
@@ -278,14 +295,14 @@ def _parse(text: str, schema: str) -> Knowledge | None:
 def draft_tables(engine: Engine, columns: Mapping[str, Mapping[str, str]], empty: Mapping[str, Mapping[str, str]],
                  tables: list[str], *, schema: str, name: str, progress: Progress | None = None,
                  notes: list[str] | None = None, fill_for: str | None = None,
-                 comments: Mapping[str, Comments] | None = None) -> tuple[Knowledge, bool]:
+                 catalog: Catalog | None = None) -> tuple[Knowledge, bool]:
     """Knowledge drafted for ``tables`` of ``engine``'s database, and whether every one of them
-    could be read (a table that cannot is left out and named in ``notes``). ``comments``: the
-    database's comments on its tables, read from it when not given."""
+    could be read (a table that cannot is left out and named in ``notes``). ``catalog``: what the
+    database's catalog says of its tables (comments, declared keys), read from it when not given."""
     from ehr_magic.knowledge.drafting import draft as drafting
 
     notes = notes if notes is not None else []
-    comments = read_comments(engine) if comments is None else comments
+    catalog = read_catalog(engine) if catalog is None else catalog
     con = duckdb.connect(":memory:", config=dict(limits.duckdb_config(memory_limit=DRAFT_MEMORY)))
     try:
         attached = engine.attach_to(con, "source")
@@ -313,7 +330,8 @@ def draft_tables(engine: Engine, columns: Mapping[str, Mapping[str, str]], empty
                          "describe that sample.")
         try:
             knowledge, _ = drafting.draft(con, {table: None for table in readable}, schema=schema, dataset=name,
-                                          notes=tuple(extra), comments=comments, progress=progress)
+                                          notes=tuple(extra), comments=catalog.comments, keys=catalog.keys,
+                                          progress=progress)
         except duckdb.Error as exc:
             raise DatabaseError(f"Drafting knowledge for {engine.location} failed, so nothing was kept: "
                                 f"{_reason(exc)}") from None

@@ -40,6 +40,8 @@ The interface (``Engine``), for an engine author
     ``comments() -> {table: Comments}``  what the database's own documentation (``COMMENT ON``,
         Spark's ``COMMENT``) says of the data tables and their columns; tables without any are
         left out, and an engine without comments returns {} (optional).
+    ``declared_keys() -> DeclaredKeys``  the PRIMARY KEY and FOREIGN KEY constraints among the
+        data tables (optional: none by default).
     ``attach_to(con, alias) -> bool``  attach this database read-only to a local DuckDB
         connection under ``alias`` (a DuckDB file can); False when it cannot (optional).
         ``attached_table(alias, table)`` is then how that connection names one of its tables.
@@ -121,6 +123,28 @@ def kept_comments(said: Iterable[tuple[str, str | None, str | None]]) -> dict[st
             for table in sorted(tables.keys() | columns.keys())}
 
 
+@dataclass(frozen=True)
+class ForeignKey:
+    """``table(columns)`` refers to ``target(keys)``, as the database declares it."""
+
+    table: str
+    columns: tuple[str, ...]
+    target: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeclaredKeys:
+    """The keys a database declares among its data tables: primary keys (table -> columns) and
+    foreign keys."""
+
+    primary: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    foreign: tuple[ForeignKey, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.primary or self.foreign)
+
+
 class QueryError(DatabaseError):
     """The engine refused or failed a query; the message is the engine's own, plus the SQL it ran."""
 
@@ -187,6 +211,9 @@ class Engine:
 
     def comments(self) -> dict[str, Comments]:
         return {}  # an engine that cannot read its catalog's comments
+
+    def declared_keys(self) -> DeclaredKeys:
+        return DeclaredKeys()  # an engine whose catalog declares no keys (Spark's are not enforced)
 
     def attach_to(self, con: Any, alias: str) -> bool:
         return False  # read through samples (sample_arrow) instead

@@ -21,7 +21,8 @@ import polars as pl
 import pyarrow as pa
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Comments, Engine, first_line, kept_comments, quote_identifier
+from ehr_magic.engines.base import Comments, DeclaredKeys, Engine, ForeignKey, first_line, kept_comments
+from ehr_magic.engines.base import quote_identifier
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 from ehr_magic.identifiers import text_literal
 from ehr_magic.safety import limits
@@ -140,6 +141,24 @@ class DuckDBEngine(Engine):
         # only data tables, each from the schema it is read from (not one an earlier schema of the path shadows)
         return kept_comments((table, column, text) for schema, table, column, text in rows
                              if self._schema_of.get(table) == schema)
+
+    def declared_keys(self) -> DeclaredKeys:
+        if not self._schema_of:
+            self.table_columns()
+        rows = self.cursor().execute(
+            "SELECT schema_name, table_name, constraint_type, constraint_column_names, referenced_table, "
+            "referenced_column_names FROM duckdb_constraints() WHERE database_name = current_database() "
+            "AND constraint_type IN ('PRIMARY KEY', 'FOREIGN KEY') ORDER BY table_name, constraint_index").fetchall()
+        primary: dict[str, tuple[str, ...]] = {}
+        foreign = []
+        for schema, table, kind, columns, target, keys in rows:
+            if self._schema_of.get(table) != schema:
+                continue  # not a data table read from this schema
+            if kind == "PRIMARY KEY":
+                primary[table] = tuple(columns)
+            elif self._schema_of.get(target) == schema:  # DuckDB's references stay in their schema
+                foreign.append(ForeignKey(table, tuple(columns), target, tuple(keys)))
+        return DeclaredKeys(primary, tuple(foreign))
 
     def attach_to(self, con: Any, alias: str) -> bool:
         literal = str(self.path).replace("'", "''")

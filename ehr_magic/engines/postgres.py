@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ehr_magic.engines.base import KNOWLEDGE_TABLE, META_TABLE
-from ehr_magic.engines.base import Comments, Engine, Progress, QueryError, first_line, kept_comments, missing_extra
-from ehr_magic.engines.base import redact
+from ehr_magic.engines.base import Comments, DeclaredKeys, Engine, ForeignKey, Progress, QueryError, first_line
+from ehr_magic.engines.base import kept_comments, missing_extra, redact
 from ehr_magic.errors import DatabaseError, ReadOnlyError, sentences
 from ehr_magic.identifiers import quote_identifier
 
@@ -174,6 +174,23 @@ class PostgresEngine(Engine):
             "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid AND d.objsubid > 0 "
             "WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND n.nspname = ANY(current_schemas(false)) "
             "AND pg_table_is_visible(c.oid) AND c.relname NOT LIKE '\\_%' ORDER BY 1, d.objsubid"))
+
+    def declared_keys(self) -> DeclaredKeys:
+        def names(relation: str, numbers: str) -> str:
+            return (f"ARRAY(SELECT a.attname::text FROM unnest(con.{numbers}) WITH ORDINALITY k(n, i) "
+                    f"JOIN pg_attribute a ON a.attrelid = con.{relation} AND a.attnum = k.n ORDER BY k.i)")
+
+        rows = self._rows(
+            f"SELECT c.relname::text, con.contype::text, {names('conrelid', 'conkey')}, r.relname::text, "
+            f"{names('confrelid', 'confkey')} FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_class r ON r.oid = con.confrelid "
+            "WHERE con.contype IN ('p', 'f') AND n.nspname = ANY(current_schemas(false)) "
+            "AND pg_table_is_visible(c.oid) AND (r.oid IS NULL OR pg_table_is_visible(r.oid)) "
+            "AND c.relname NOT LIKE '\\_%' ORDER BY 1, con.conname")
+        primary = {table: tuple(columns) for table, kind, columns, _, _ in rows if kind == "p"}
+        foreign = tuple(ForeignKey(table, tuple(columns), target, tuple(keys))
+                        for table, kind, columns, target, keys in rows if kind == "f")
+        return DeclaredKeys(primary, foreign)
 
     def sampled(self, table: str, percent: float) -> str:
         return f"{quote_identifier(table, 'postgres')} TABLESAMPLE SYSTEM ({percent:.4f}) REPEATABLE (7)"

@@ -38,7 +38,7 @@ from ehr_magic.text import NON_ALNUM, parse_time
 from ehr_magic.knowledge import model as knowledge_files
 from ehr_magic.knowledge.model import CONFIRMED
 from ehr_magic.sources.loading import SUFFIXES, LoadReport, Progress, check_dirs, load_tables, scratch_folder
-from ehr_magic.engines.base import Comments
+from ehr_magic.engines.base import Comments, DeclaredKeys
 from ehr_magic.sources import json_files, stat_files, workbooks
 from ehr_magic.table_files import header_row, is_parquet, is_parquet_dataset
 from ehr_magic.errors import DataSourceError
@@ -157,12 +157,12 @@ def _converted(path: Path) -> bool:
 def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[str] | str, *, dataset: str,
                default_schema: str, schema: str | None, now: dt.datetime | str | None = None,
                progress: Progress | None = None, comments: dict[str, Comments] | None = None,
-               notes: tuple[str, ...] = ()) -> LoadReport:
+               notes: tuple[str, ...] = (), keys: DeclaredKeys | None = None) -> LoadReport:
     """Build ``out`` from table files (table -> file; ``empty`` ones are reported as skipped), with
     knowledge drafted from the data (and from ``comments``, what the files' own labels say of their
-    tables; ``notes`` are conventions of how the files were read), or a packaged schema's when the
-    tables are one. The schema id is ``schema`` if given (then always drafted), else
-    ``default_schema``."""
+    tables, and ``keys``, the keys their database declared; ``notes`` are conventions of how the
+    files were read), or a packaged schema's when the tables are one. The schema id is ``schema``
+    if given (then always drafted), else ``default_schema``."""
     chosen = schema is not None
     schema = check_schema(schema) if schema else default_schema
     given = parse_time(now) if now is not None else None
@@ -180,10 +180,10 @@ def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[
         if packaged is not None:
             report.schema = packaged
             return _as_packaged(con, packaged, loaded, out, dataset=dataset, given=given, notes=said,
-                                comments=comments or {})
+                                comments=comments or {}, keys=keys)
         drafted_files: dict[str, Path | None] = dict(loaded)  # draft also takes tables with no file (None)
         knowledge, anchor = drafting.draft(con, drafted_files, schema=schema, dataset=dataset, now=given,
-                                           notes=said, comments=comments or {})
+                                           notes=said, comments=comments or {}, keys=keys)
         # A re-load keeps what a person wrote or confirmed; a clock given now wins over a kept one.
         knowledge = knowledge_store.keep_confirmed(knowledge, previous, keep_clock=given is None)
         if given is None and knowledge.clock and knowledge.mark("clock") == CONFIRMED:
@@ -220,7 +220,7 @@ def _packaged_schema(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> s
 
 def _as_packaged(con: duckdb.DuckDBPyConnection, schema: str, loaded: dict[str, Path], out: os.PathLike[str] | str,
                  *, dataset: str, given: dt.datetime | None, notes: tuple[str, ...],
-                 comments: dict[str, Comments]) -> dt.datetime | None:
+                 comments: dict[str, Comments], keys: DeclaredKeys | None) -> dt.datetime | None:
     """Files that are a packaged schema's tables use its knowledge, as an attached database of it
     does: only the tables it does not describe are drafted and stored with it, and the clock is
     the one it states. Knowledge stored by an earlier load of the same schema (an analyst's import)
@@ -229,8 +229,8 @@ def _as_packaged(con: duckdb.DuckDBPyConnection, schema: str, loaded: dict[str, 
     base = stored or knowledge_files.load(schema)
     described = {table.lower() for table in base.tables}
     extra: dict[str, Path | None] = {table: path for table, path in loaded.items() if table.lower() not in described}
-    fill = drafting.draft(con, extra, schema=schema, dataset=dataset, notes=notes, comments=comments)[0] \
-        if extra else None
+    fill = drafting.draft(con, extra, schema=schema, dataset=dataset, notes=notes, comments=comments,
+                          keys=keys)[0] if extra else None
     knowledge = knowledge_store.with_drafted_tables(base, fill)
     if stored is not None or fill is not None:  # else the packaged file is read as it ships, a newer one too
         write_knowledge(con, schema, knowledge.to_yaml())

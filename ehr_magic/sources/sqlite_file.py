@@ -3,8 +3,9 @@
 SQLite's column types are declarations that values need not follow (a column declared INTEGER may
 hold text, one declared nothing holds anything), so each table is written as a CSV file beside the
 output and loaded as a folder's file is: DuckDB reads the types from the whole of the values
-(timestamps written as text become TIMESTAMP), the knowledge is drafted, and a database that is a
-packaged schema's tables (an OMOP CDM) is recognised. DuckDB's own sqlite extension would have to
+(timestamps written as text become TIMESTAMP), the knowledge is drafted (with the primary and
+foreign keys the file declares), and a database that is a packaged schema's tables (an OMOP CDM)
+is recognised. DuckDB's own sqlite extension would have to
 be downloaded, so the rows are read with Python's sqlite3.
 """
 
@@ -17,6 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+from ehr_magic.engines.base import DeclaredKeys, ForeignKey
 from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.sources import folder as table_folder
@@ -46,13 +48,14 @@ def load(inputs: Sequence[str], out: str | os.PathLike[str], *, now: dt.datetime
         if handle.read(16) != _HEADER:
             raise DataSourceError(f"{inputs[0]} is not a SQLite database file.")
     with scratch_folder(out, "sqlite") as scratch:
-        files = _write_tables(path, scratch, progress)
+        files, keys = _write_tables(path, scratch, progress)
         return table_folder.load_files(files, {}, out, dataset=path.stem, default_schema=schema_id(path),
-                                       schema=schema, now=now, progress=progress)
+                                       schema=schema, now=now, progress=progress, keys=keys)
 
 
-def _write_tables(path: Path, scratch: Path, progress: Progress | None) -> dict[str, Path]:
-    """Each table and view of the SQLite file at ``path`` as a CSV file in ``scratch`` (table -> file)."""
+def _write_tables(path: Path, scratch: Path, progress: Progress | None) -> tuple[dict[str, Path], DeclaredKeys]:
+    """Each table and view of the SQLite file at ``path`` as a CSV file in ``scratch`` (table -> file),
+    and the keys its tables declare."""
     source = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
     source.text_factory = _text_of  # SQLite never checks that text is UTF-8
     try:
@@ -71,12 +74,41 @@ def _write_tables(path: Path, scratch: Path, progress: Progress | None) -> dict[
                                       f"{table}; rename one of them.")
             files[table] = scratch / f"{name}.csv"  # its name as written: drafting reads its words from it
             _write_table(source, name, files[table])
-        return files
+        return files, _declared_keys(source, names)
     except sqlite3.DatabaseError as exc:
         raise DataSourceError(f"Cannot read {path}: {exc}; check that it is a whole SQLite database "
                               "(sqlite3 FILE 'PRAGMA integrity_check').") from None
     finally:
         source.close()
+
+
+def _declared_keys(source: sqlite3.Connection, names: list[str]) -> DeclaredKeys:
+    """The PRIMARY KEY and FOREIGN KEY clauses of the tables ``names``, named as loading names them
+    (tables as ``folder.table_name`` makes them, columns in lower case)."""
+    loaded = {name.lower(): table_folder.table_name(name) for name in names}
+    primary: dict[str, tuple[str, ...]] = {}
+    own: dict[str, tuple[str, ...]] = {}  # sqlite name -> its primary key, as declared
+    for name in names:
+        info = source.execute(f"PRAGMA table_info({quote(name, 'sqlite')})").fetchall()
+        own[name.lower()] = tuple(row[1] for row in sorted(info, key=lambda row: row[5]) if row[5])
+        if own[name.lower()]:
+            primary[loaded[name.lower()]] = tuple(c.lower() for c in own[name.lower()])
+    foreign = []
+    for name in names:
+        clauses: dict[int, list[tuple]] = {}
+        for row in source.execute(f"PRAGMA foreign_key_list({quote(name, 'sqlite')})").fetchall():
+            clauses.setdefault(row[0], []).append(row)  # id, seq, table, from, to, ...
+        for rows in clauses.values():
+            rows.sort(key=lambda row: row[1])
+            target = str(rows[0][2]).lower()
+            if target not in loaded:
+                continue  # refers to a table the file does not hold
+            # a clause without its target's columns refers to the target's primary key
+            keys = [row[4] for row in rows] if all(row[4] for row in rows) else list(own.get(target, ()))
+            if len(keys) == len(rows):
+                foreign.append(ForeignKey(loaded[name.lower()], tuple(str(row[3]).lower() for row in rows),
+                                          loaded[target], tuple(str(k).lower() for k in keys)))
+    return DeclaredKeys(primary, tuple(foreign))
 
 
 def _write_table(source: sqlite3.Connection, name: str, target: Path) -> None:

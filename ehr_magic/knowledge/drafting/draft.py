@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 import duckdb
 
-from ehr_magic.engines.base import Comments
+from ehr_magic.engines.base import Comments, DeclaredKeys, ForeignKey
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.knowledge.drafting import meaning, naming
 from ehr_magic.knowledge.drafting.joins import Join, find_joins
@@ -149,7 +149,7 @@ def profile_all(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None],
 
 def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, schema: str, dataset: str,
           now: dt.datetime | None = None, notes: tuple[str, ...] = (),
-          comments: Mapping[str, Comments] = MappingProxyType({}),
+          comments: Mapping[str, Comments] = MappingProxyType({}), keys: DeclaredKeys | None = None,
           progress: Progress | None = None) -> tuple[Knowledge, dt.datetime | None]:
     """The drafted knowledge of the loaded ``files`` (table -> file, or None for a table of a
     database), and the clock it found.
@@ -157,13 +157,19 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
     ``now`` (a clock the user gave) replaces the found one in the text; ``notes`` are
     conventions the loader adds (e.g. how it converted time zones); ``comments`` are what the
     database's own documentation says of its tables and columns, which the descriptions put
-    first, in place of what the names suggest. ``progress`` hears of each table profiled, then
-    of the search for joins.
+    first, in place of what the names suggest; ``keys`` are the primary and foreign keys it
+    declares, which stand whatever the values suggest. ``progress`` hears of each table
+    profiled, then of the search for joins.
     """
+    keys = keys or DeclaredKeys()
     tables = profile_all(con, files, progress)
+    _declare_primary_keys(tables, keys.primary)
     if progress:
         progress("finding joins", len(files), len(files))
-    joins = find_joins(con, tables)
+    declared = _declared_joins(tables, keys.foreign)
+    # a declared join takes the place of the one inferred on its column, else comes after them
+    stated = {(join.table, join.column): join for join in declared}
+    joins = [stated.pop((join.table, join.column), join) for join in find_joins(con, tables)] + list(stated.values())
     clock = dataset_clock(con, tables)
     by_table: dict[str, dict[str, Join]] = {}
     referrers: dict[str, list[str]] = {}
@@ -203,9 +209,45 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
     knowledge = Knowledge(
         schema=schema, version=1, title=f"{dataset} (a folder of tables, knowledge drafted from the data)",
         introduction=_introduction(dataset, len(files), now, clock),
-        conventions=(*_conventions(joins), *_type_clashes(tables), *notes), tables=infos, source="drafted",
+        conventions=(*_conventions(joins, len(declared)), *_type_clashes(tables), *notes), tables=infos,
+        source="drafted",
         drafted=True, clock=(meaning.show(anchor),) if anchor else ())
     return knowledge, anchor
+
+
+def _declare_primary_keys(tables: dict[str, Table], primary: Mapping[str, tuple[str, ...]]) -> None:
+    """A table whose data shows no key (no rows yet, or none unique) takes its declared primary key.
+    One the data shows stays: a surrogate row number declared as the primary key (row_id) says less
+    than the key profiling found beside it (the visit id)."""
+    for name, columns in primary.items():
+        table = tables.get(name)
+        if (table is None or table.key is not None or table.composite is not None or not columns
+                or not all(column in table.columns for column in columns)):
+            continue
+        if len(columns) == 1:
+            table.key = columns[0]
+            table.composite = None
+        elif len(columns) == 2:
+            table.key, table.composite = None, (columns[0], columns[1])
+
+
+def _declared_joins(tables: dict[str, Table], foreign: tuple[ForeignKey, ...]) -> list[Join]:
+    """The joins of the declared foreign keys between the drafted tables. A column declared to refer
+    to several tables (an event id whose table another column names) is left to the values."""
+    targets: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    for key in foreign:
+        targets.setdefault((key.table, key.columns), set()).add(key.target)
+    joins = []
+    for key in foreign:
+        if len(targets[(key.table, key.columns)]) > 1:
+            continue
+        source, target = tables.get(key.table), tables.get(key.target)
+        if (source is None or target is None or not key.columns or len(key.columns) != len(key.keys)
+                or not all(c in source.columns for c in key.columns) or not all(k in target.columns for k in key.keys)):
+            continue
+        joins.append(Join(key.table, key.columns[0], key.target, key.keys[0], 1.0, False,
+                          tuple(zip(key.columns[1:], key.keys[1:]))))
+    return joins
 
 
 def _telling(table: Table, comments: Comments) -> Comments:
@@ -282,12 +324,16 @@ def _introduction(dataset: str, files: int, given: dt.datetime | None, clock: Da
     return "\n".join(lines) + "\n"
 
 
-def _conventions(joins: list[Join]) -> tuple[str, ...]:
+def _conventions(joins: list[Join], declared: int = 0) -> tuple[str, ...]:
+    """The drafter's conventions; ``declared`` of ``joins`` are the database's foreign keys."""
     rules = [("Column types were inferred by DuckDB from the whole file; ranges, value lists and empty shares are "
               "measured on the data as loaded.")]
-    if joins:
-        rules.append("Joins were inferred from the values (each column's values occur in the key it refers to), "
-                     "names only ranking the candidates; row numbers join nothing. Check a join before relying on it.")
+    if declared and declared == len(joins):
+        rules.append("The joins are the database's own FOREIGN KEY constraints.")
+    elif joins:
+        rules.append(("Joins not declared by the database (FOREIGN KEY) were " if declared else "Joins were ")
+                     + "inferred from the values (each column's values occur in the key it refers to), names only "
+                     "ranking the candidates; row numbers join nothing. Check a join before relying on it.")
     rules.append("Text is compared as stored: match case-insensitively (ILIKE) unless the exact spelling is known, and "
                  "find stored terms of the lookup columns with ehr.lookup(table, column, text).")
     return tuple(rules)
