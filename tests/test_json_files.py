@@ -29,7 +29,9 @@ def _patient(i: int) -> dict:
             "meta": {"lastUpdated": "2024-05-01T10:00:00Z", "profile": ["http://example.org/us-core-patient"]},
             "text": {"status": "generated", "div": f"<div xmlns='http://www.w3.org/1999/xhtml'>Patient {i}</div>"},
             "extension": [{"url": "http://example.org/race", "valueCoding": {"code": "2106-3"}}],
-            "identifier": [{"system": "http://hospital.example/mrn", "value": f"MRN{i:05d}"}],
+            "identifier": [{"system": "http://hospital.example/mrn", "value": f"MRN{i:05d}"},
+                           {"system": "http://hospital.example/insurance", "value": f"INS{i:04d}",
+                            "extension": [{"url": "http://example.org/verified", "valueBoolean": True}]}],
             "name": [{"family": f"Family{i}", "given": ["Alex", "Q"] if i % 2 else ["Sam"]}],
             "gender": "female" if i % 2 else "male", "birthDate": f"{1940 + i % 60}-0{1 + i % 9}-15"}
 
@@ -58,8 +60,19 @@ def _fhir_export(folder: Path) -> None:
         if k == OBSERVATIONS:  # a field only the last resource has: types are read from every object
             observation["interpretation"] = [{"coding": [{"code": "L", "display": "Low"}]}]
         observations.append(observation)
+    for k in range(OBSERVATIONS + 1, OBSERVATIONS + 11):  # blood pressures: two readings in one resource
+        observations.append({
+            "resourceType": "Observation", "id": f"obs-{k}", "status": "final",
+            "code": {"coding": [{"system": LOINC, "code": "85354-9", "display": "Blood pressure panel"}]},
+            "subject": {"reference": f"Patient/pat-{1 + k % PATIENTS}"},
+            "effectiveDateTime": f"2023-07-{1 + k % 28:02d}T10:00:00Z",
+            "component": [{"code": {"coding": [{"system": LOINC, "code": code, "display": display}]},
+                           "valueQuantity": {"value": value + k % 5, "unit": "mm[Hg]"}}
+                          for code, display, value in (("8480-6", "Systolic blood pressure", 120),
+                                                       ("8462-4", "Diastolic blood pressure", 80))]})
     _lines(folder / "Observation_1.ndjson", observations[:120])
-    _lines(folder / "Observation_2.ndjson", observations[120:])
+    _lines(folder / "Observation_2.ndjson", observations[120:OBSERVATIONS])
+    _lines(folder / "Observation_3.ndjson", observations[OBSERVATIONS:])
     for number in range(90, 100):  # Synthea's output: one bundle per patient, references by urn:uuid
         uuid = f"5b1f-{number}"
         bundle = {"resourceType": "Bundle", "type": "transaction", "entry": [
@@ -80,15 +93,16 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
     out = tmp_path / "fhir.duckdb"
     report = sources.load("csv", [folder], out)
     conditions = sum(number % 3 for number in range(90, 100))
-    assert report.tables == {"condition": conditions, "encounter": ENCOUNTERS, "observation": OBSERVATIONS,
-                             "patient": PATIENTS + 10, "wards": 2}
+    assert report.tables == {"condition": conditions, "encounter": ENCOUNTERS, "observation": OBSERVATIONS + 10,
+                             "observation_component": 20, "patient": PATIENTS + 10,
+                             "patient_identifier": 2 * (PATIENTS + 10), "wards": 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fhir.duckdb", "fhir_export"]  # no copies left
     with duckdb.connect(str(out), read_only=True) as con:
         columns = {table: dict(con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE "
                                            "table_name = ?", [table]).fetchall()) for table in report.tables}
         patient, observation = columns["patient"], columns["observation"]
         assert not any(c.startswith(("meta", "text", "extension", "resourcetype")) for c in patient), patient
-        assert {"id", "gender", "birthdate", "name_family", "name_given", "identifier_value"} <= set(patient)
+        assert {"id", "gender", "birthdate", "name_family", "name_given"} <= set(patient)
         assert {"code_coding_code", "code_coding_display", "code_text", "subject_id", "encounter_id",
                 "valuequantity_value", "valuequantity_unit", "interpretation_coding_display"} <= set(observation)
         assert observation["effectivedatetime"] == "TIMESTAMP" and observation["valuequantity_value"] == "DOUBLE"
@@ -97,12 +111,26 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
         assert con.execute("SELECT name_given FROM patient WHERE id = 'pat-1'").fetchall() == [("Alex; Q",)]
         assert con.execute("SELECT subject_id FROM condition WHERE id = 'c-91-1'").fetchall() == [("5b1f-91",)]
         assert con.execute("SELECT roles FROM wards WHERE ward = '7A'").fetchall() == [("RN; HCA",)]
+        # every reading of a list, with its resource's id and its place; not one of them in the resource's row
+        assert con.execute("SELECT component_index, component_code_coding_display, component_valuequantity_value "
+                           "FROM observation_component WHERE observation_id = 'obs-201' ORDER BY 1").fetchall() == [
+            (1, "Systolic blood pressure", 121), (2, "Diastolic blood pressure", 81)]
+        assert not any(c.startswith(("component", "identifier")) for c in [*observation, *patient])
+        assert not any("extension" in c for c in columns["patient_identifier"]), columns["patient_identifier"]
     with ehr_magic.connect(out) as ehr:
         tables = ehr.knowledge.tables
         assert "patient ON observation.subject_id = patient.id" in tables["observation"].joins
         assert "encounter ON observation.encounter_id = encounter.id" in tables["observation"].joins
         assert "patient ON condition.subject_id = patient.id" in tables["condition"].joins
         assert any("keeps its first entry only" in rule for rule in ehr.knowledge.conventions)
+        assert ("The component list of table observation holds several entries in some rows: each is a row of "
+                "table observation_component, with observation_id and its place in the list (component_index, "
+                "from 1)." in ehr.knowledge.conventions), ehr.knowledge.conventions
+        for child in ("observation_component", "patient_identifier"):  # a resource's parts, not dictionaries
+            assert "dictionary" not in tables[child].description and child not in tables["patient"].joins
+        assert "observation ON observation_component.observation_id = observation.id" in \
+            tables["observation_component"].joins
+        assert "patient ON patient_identifier.patient_id = patient.id" in tables["patient_identifier"].joins
         # one value in 200 rows: not "100% empty"
         assert tables["observation"].columns["interpretation_coding_display"].endswith("; >99% empty.")
         assert ehr.lookup("observation", "code_coding_display", "hemoglobin")[0] == TESTS[0][1]

@@ -6,6 +6,9 @@ Each object is a row. Nested objects become columns named by their path (``value
 
 - a list of objects keeps its first entry's fields (a code's first coding, a patient's first
   name), said in a convention; a list of plain values is one text, its values joined by "; ";
+- when the rows have an ``id``, a list of objects directly in them that holds several entries in
+  some row is a table of its own instead, every entry a row with the row's id and its place
+  (``observation_component``: a blood pressure's systolic and diastolic readings);
 - a reference to another record (``{"reference": "Patient/123"}``) becomes the id it points to
   (``subject_id`` = '123'), which then joins to that table's ``id`` as any key does;
 - a file of FHIR resources (every object names the same ``resourceType``) is the table of that
@@ -38,6 +41,7 @@ MAX_COLUMNS = 300  # columns of one table, at most; the rest are left out, said 
 # FHIR's parts that carry the exchange, not the record: versions and profiles, the human-readable
 # narrative (HTML), extensions, and resources contained in another.
 _FHIR_EXCHANGE = {"meta", "text", "extension", "modifierExtension", "contained", "implicitRules", "language"}
+_FHIR_EXTENSIONS = frozenset({"extension", "modifierExtension"})  # at any depth of a resource
 _LIST_NOTE = ("In tables loaded from JSON files, a field holding a list of objects (a code's codings, a patient's "
               "names) keeps its first entry only; a list of plain values is one text, its values joined by '; '.")
 
@@ -77,13 +81,16 @@ def converted_files(files: dict[str, Path], scratch: Path, name_of: Callable[[st
             if name in tables:
                 raise DataSourceError(f"{paths[0]} holds table {name}, which file {tables[name]} already is; rename or "
                                       "move one of them.")
-            written = scratch / f"json-{len(tables)}" / f"{_file_stem(paths[0]) if len(paths) == 1 else name}.parquet"
-            written.parent.mkdir()
-            flat, notes_of_table = _write_flat(con, paths, written, fhir=name in resources)
-            tables[name] = written
-            notes += notes_of_table
-            if flat:
-                notes.append(_LIST_NOTE)
+            folder = scratch / f"json-{len(tables)}"
+            folder.mkdir()
+            stem = _file_stem(paths[0]) if len(paths) == 1 else name
+            written, said = _write_tables(con, name, stem, paths, folder, name_of, fhir=name in resources)
+            for table, path in written.items():
+                if table in tables or (table != name and table in files and not is_json_file(files[table])):
+                    raise DataSourceError(f"The entries of {paths[0]} would become table {table}, which another file "
+                                          "already is; rename or move one of them.")
+                tables[table] = path
+            notes += said
     finally:
         con.close()
     return tables, tuple(dict.fromkeys(notes))
@@ -141,37 +148,81 @@ def _unreadable(path: Path, exc: duckdb.Error) -> str:
             "objects.")
 
 
-def _write_flat(con: duckdb.DuckDBPyConnection, paths: list[Path], out: Path, *, fhir: bool
-                ) -> tuple[bool, list[str]]:
-    """Write the rows of ``paths`` flattened into ``out``; whether a list of objects was cut to its
-    first entry, and the conventions to say (columns left out)."""
+def _write_tables(con: duckdb.DuckDBPyConnection, name: str, stem: str, paths: list[Path], folder: Path,
+                  name_of: Callable[[str], str], *, fhir: bool) -> tuple[dict[str, Path], list[str]]:
+    """Write the rows of ``paths`` flattened as table ``name`` (a parquet file named ``stem``, whose
+    words drafting reads) in ``folder``; and, when the rows have an ``id``, each list of objects
+    that holds more than one entry in some row as a table of its own (``observation_component``:
+    one row per entry, with the row's id and the entry's place). The tables written (table ->
+    file) and the conventions to say."""
     try:
         relation = con.sql(f"SELECT * FROM {_reader(paths)}")
+        types = {column: str(dtype) for column, dtype in zip(relation.columns, relation.dtypes)}  # found once
+        reader = _reader(paths, types)
+        fields = [(column, dtype) for column, dtype in zip(relation.columns, relation.dtypes)
+                  if not (fhir and (column in _FHIR_EXCHANGE or column == "resourceType"))]
+        # a list with several entries in some row is a table of its own, and is not cut to its first
+        # entry here (which would be one arbitrary reading of a blood pressure, one identifier of many)
+        entries = _listed_entries(con, reader, fields) if "id" in relation.columns else []
+        own = {column for column, _ in entries}
         columns: list[tuple[str, str]] = []
         cut = False
-        for name, dtype in zip(relation.columns, relation.dtypes):
-            if fhir and (name in _FHIR_EXCHANGE or name == "resourceType"):
+        skipped = _FHIR_EXTENSIONS if fhir else frozenset()
+        for column, dtype in fields:
+            if column in own:
                 continue
-            found, listed = _flattened(quote(name), name, dtype, 1)
+            found, listed = _flattened(quote(column), column, dtype, 1, skipped)
             columns += found
             cut = cut or listed
         notes = []
         if len(columns) > MAX_COLUMNS:
-            notes.append(f"Table {out.stem} of JSON files had {len(columns)} fields once flattened; the first "
+            notes.append(f"Table {name} of JSON files had {len(columns)} fields once flattened; the first "
                          f"{MAX_COLUMNS} were loaded.")
             columns = columns[:MAX_COLUMNS]
-        select = ", ".join(f"{expression} AS {quote(alias)}" for expression, alias in _distinct(columns))
-        literal = str(out).replace("'", "''")
-        types = {name: str(dtype) for name, dtype in zip(relation.columns, relation.dtypes)}  # found once
-        con.execute(f"COPY (SELECT {select} FROM {_reader(paths, types)}) TO '{literal}' (FORMAT parquet)")
+        written = {name: folder / f"{stem}.parquet"}
+        _copy(con, f"SELECT {_select(columns)} FROM {reader}", written[name])
+        for column, dtype in entries:
+            child = name_of(f"{name}_{column}")
+            found, _ = _flattened("entry", column, dict(dtype.children)["child"], 2, skipped)
+            written[child] = folder / f"{stem}_{column}.parquet"
+            chosen = [("parent", f"{name}_id"), ("place", f"{column}_index"), *found][:MAX_COLUMNS]
+            _copy(con, f'SELECT {_select(chosen)} FROM (SELECT "id" AS parent, unnest({quote(column)}) AS entry, '
+                       f"generate_subscripts({quote(column)}, 1) AS place FROM {reader})", written[child])
     except duckdb.Error as exc:
         raise DataSourceError(_unreadable(paths[0], exc)) from None
-    return cut, notes
+    if cut:
+        notes.append(_LIST_NOTE)
+    for column, _ in entries:
+        notes.append(f"The {column} list of table {name} holds several entries in some rows: each is a row of table "
+                     f"{name_of(f'{name}_{column}')}, with {name}_id and its place in the list ({column}_index, "
+                     "from 1).")
+    return written, notes
 
 
-def _flattened(expression: str, alias: str, dtype: Any, depth: int) -> tuple[list[tuple[str, str]], bool]:
-    """(SQL expression, column name) pairs of one field, nested fields as their own columns; and
-    whether a list of objects was cut to its first entry."""
+def _listed_entries(con: duckdb.DuckDBPyConnection, reader: str, fields: list[tuple[str, Any]]
+                    ) -> list[tuple[str, Any]]:
+    """The fields holding lists of objects with more than one entry in some row."""
+    lists = [(column, dtype) for column, dtype in fields
+             if dtype.id == "list" and dict(dtype.children)["child"].id == "struct"]
+    if not lists:
+        return []
+    longest = con.execute(f"SELECT {', '.join(f'max(len({quote(c)}))' for c, _ in lists)} FROM {reader}").fetchone()
+    return [field for field, most in zip(lists, longest or ()) if most and most > 1]
+
+
+def _select(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{expression} AS {quote(alias)}" for expression, alias in _distinct(columns))
+
+
+def _copy(con: duckdb.DuckDBPyConnection, query: str, out: Path) -> None:
+    literal = str(out).replace("'", "''")
+    con.execute(f"COPY ({query}) TO '{literal}' (FORMAT parquet)")
+
+
+def _flattened(expression: str, alias: str, dtype: Any, depth: int, skipped: frozenset[str] = frozenset()
+               ) -> tuple[list[tuple[str, str]], bool]:
+    """(SQL expression, column name) pairs of one field, nested fields as their own columns (but
+    those named in ``skipped``); and whether a list of objects was cut to its first entry."""
     kind = dtype.id
     if kind == "struct" and depth <= MAX_DEPTH:
         fields = dict(dtype.children)
@@ -184,14 +235,16 @@ def _flattened(expression: str, alias: str, dtype: Any, depth: int) -> tuple[lis
             return pairs, False
         pairs, cut = [], False
         for field, child in fields.items():
-            found, listed = _flattened(f"{expression}.{quote(field)}", f"{alias}_{field}", child, depth + 1)
+            if field in skipped:
+                continue
+            found, listed = _flattened(f"{expression}.{quote(field)}", f"{alias}_{field}", child, depth + 1, skipped)
             pairs += found
             cut = cut or listed
         return pairs, cut
     if kind == "list":
         child = dict(dtype.children)["child"]
         if child.id == "struct" and depth <= MAX_DEPTH:
-            found, _ = _flattened(f"{expression}[1]", alias, child, depth + 1)
+            found, _ = _flattened(f"{expression}[1]", alias, child, depth + 1, skipped)
             return found, True
         if child.id not in ("struct", "list", "map", "union"):
             return [(f"nullif(array_to_string({expression}, '; '), '')", alias)], False

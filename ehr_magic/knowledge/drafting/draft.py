@@ -177,7 +177,8 @@ def draft(con: duckdb.DuckDBPyConnection, files: dict[str, Path | None], *, sche
         by_table.setdefault(join.table, {})[join.column] = join
         if join.table not in referrers.setdefault(join.target, []):
             referrers[join.target].append(join.table)
-    dictionaries = {t.name for t in tables.values() if meaning.is_dictionary(t, len(referrers.get(t.name, ())))}
+    dictionaries = {t.name for t in tables.values()
+                    if meaning.is_dictionary(t, len(referrers.get(t.name, ())), bool(by_table.get(t.name)))}
     infos: dict[str, TableInfo] = {}
     skip = naming.dataset_words([t.original or t.name for t in tables.values()], dataset)
     for table in tables.values():

@@ -79,10 +79,13 @@ def _label(column: Column) -> bool:
             and column.letters >= 0.5 and column.avg_length <= 200)
 
 
-def is_dictionary(table: Table, referenced: int) -> bool:
+def is_dictionary(table: Table, referenced: int, refers: bool = False) -> bool:
     """A table mapping a code to a name or description (see the module docstring);
-    ``referenced``: how many other tables refer to it. Entries have no times, but for the
-    validity dates of a dictionary that several tables refer to by its names (a concept table)."""
+    ``referenced``: how many other tables refer to it; ``refers``: whether it refers to another
+    table. Entries have no times, but for the validity dates of a dictionary that several tables
+    refer to by its names (a concept table). A narrow table that nothing refers to is one unless it
+    refers to another: then its rows belong to that table's (a patient's identifiers, a reading's
+    parts)."""
     keyed = bool(table.unique) or table.composite is not None
     if not keyed or table.rows < 2:
         return False
@@ -94,7 +97,7 @@ def is_dictionary(table: Table, referenced: int) -> bool:
         return False  # events happen at a time; dictionary entries do not
     textual = [c for c in columns if c.text or c.name in table.unique]
     mostly_text = len(textual) * 2 >= len(columns)
-    return bool(varied) and mostly_text and (referenced > 0 or len(columns) <= _DICTIONARY_COLUMNS)
+    return bool(varied) and mostly_text and (referenced > 0 or (len(columns) <= _DICTIONARY_COLUMNS and not refers))
 
 
 def lookup_columns(table: Table, dictionary: bool, joined: Iterable[str] = ()) -> list[str]:
