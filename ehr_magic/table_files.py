@@ -27,6 +27,8 @@ _OTHER_DELIMITERS = ";\t|"
 _SAMPLE_BYTES = 1 << 16  # read to tell the text encoding, the delimiter and the decimal mark
 _SAMPLE_LINES = 200
 _PREAMBLE_LINES = 10  # lines a report's title and notes may take above its header row
+_FOOTER_LINES = 5  # lines a report's footer may take below its last row ('(299 rows affected)')
+_TAIL_BYTES = 1 << 13  # read from a file's end to find its footer
 _NUMBER = re.compile(r"[-+]?\d+([.,]\d+)?")
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 _DECIMAL_POINT = re.compile(r"[-+]?\d+\.\d+")
@@ -162,6 +164,55 @@ def _fields(dialect: Dialect, line: str) -> list[str]:
 
 def _filled(fields: Sequence[str]) -> int:
     return sum(1 for field in fields if field.strip())
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A report's lines below its last row: where they start (a byte offset) and what they say."""
+
+    start: int
+    text: str
+
+
+def footer(path: Path, dialect: Dialect) -> Footer | None:
+    """The footer of a plain (not gzipped) UTF-8 or Windows-text file: its last few lines with at
+    most half as many fields as the header (no more than one for a narrow header), blank lines
+    among them, and words in them, such as a query tool's '(299 rows affected)' or a report's
+    'Total: 299'. A last row with as many fields as the header is data, whatever it holds."""
+    width = len(dialect.header)
+    if width < 2 or dialect.encoding == "utf-16" or path.name.lower().endswith(".gz"):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - _TAIL_BYTES))
+            tail = handle.read()
+    except OSError:
+        return None
+    lines = tail.split(b"\n")
+    if size > len(tail):
+        lines = lines[1:]  # the first is cut by where the tail starts
+    start, found, said = size, 0, []
+    for line in reversed(lines):
+        text = windows_text(line) if dialect.encoding == "windows" else line.decode("utf-8", errors="replace")
+        if text.strip():
+            if len(_fields(dialect, text)) > max(1, width // 2) or found == _FOOTER_LINES:
+                break
+            found += 1
+            said.append(text.strip())
+        start -= len(line) + 1
+    if not found or start <= 0 or not any(re.search(r"[^\W\d_]", line) for line in said):
+        return None  # a lone number is a ragged row, not a report's words
+    return Footer(start + 1, " / ".join(reversed(said)))  # + 1: the last row keeps its line break
+
+
+def write_head(path: Path, copy: Path, end: int) -> None:
+    """Write the first ``end`` bytes of ``path`` to ``copy``."""
+    with open(path, "rb") as source, open(copy, "wb") as target:
+        left = end
+        while left > 0 and (block := source.read(min(_COPY_CHUNK, left))):
+            target.write(block)
+            left -= len(block)
 
 
 def is_parquet(path: Path) -> bool:

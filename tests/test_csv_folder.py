@@ -607,6 +607,39 @@ def test_a_report_title_above_the_header_row_is_skipped(tmp_path: Path) -> None:
         assert list(ehr.columns("labs")) == ["patient_id", "test", "value"]
 
 
+def test_a_report_footer_below_the_last_row_is_left_out_and_said(tmp_path: Path) -> None:
+    """Query tools and report writers add lines below the rows ('(299 rows affected)', 'Total: 2'),
+    which made the file fail to load; a last row with as many fields as the header stays, whatever
+    it holds, and so does a ragged last row that is only a number (it still fails, as it should)."""
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    rows = "".join(f"{i},Sodium,{130 + i % 9},2024-01-{1 + i % 28:02d} 08:00\r\n" for i in range(1, 300))
+    (folder / "labs.csv").write_text("patient_id,test,value,taken\r\n" + rows + "\r\n(299 rows affected)\r\n",
+                                     newline="")
+    (folder / "wards.csv").write_bytes("ward;beds;price\nA;10;5,5 €\nB;12;7 €\n;;\nTotal: 2 wards\n"
+                                       "Printed by Bettenplanung 4.2\n".encode("cp1252"))
+    (folder / "stays.csv").write_text("id,ward,note\n1,A,\n2,B,Total\n")  # a last row, not a footer
+    out = tmp_path / "f.duckdb"
+    done = run("data", "load", "csv", str(folder), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"note: the last lines of {folder / 'labs.csv'} ('(299 rows affected)') are a report's footer" \
+        in done.stderr, done.stderr
+    assert "('Total: 2 wards / Printed by Bettenplanung 4.2')" in done.stderr
+    with duckdb.connect(str(out), read_only=True) as con:
+        assert con.execute("SELECT count(*), max(patient_id) FROM labs").fetchall() == [(299, 299)]
+        assert con.execute("SELECT * FROM wards ORDER BY 1 NULLS LAST").fetchall() == [
+            ("A", 10, "5,5 €"), ("B", 12, "7 €"), (None, None, None)]
+        assert con.execute("SELECT * FROM stays ORDER BY 1").fetchall() == [(1, "A", None), (2, "B", "Total")]
+    with ehr_magic.connect(out) as ehr:
+        assert any(rule == "The last lines of file labs.csv ('(299 rows affected)') are a report's footer, not rows; "
+                   "they were not loaded." for rule in ehr.knowledge.conventions), ehr.knowledge.conventions
+    ragged = tmp_path / "ragged"
+    ragged.mkdir()
+    (ragged / "ids.csv").write_text("id,name\n1,a\n2\n")
+    line = one_error_line(run("data", "load", "csv", str(ragged), "--out", str(tmp_path / "g.duckdb"), "--quiet"))
+    assert "different number of fields" in line, line
+
+
 def test_dates_kept_as_yyyymmdd_numbers_are_described_as_dates(tmp_path: Path) -> None:
     """Warehouses keep dates as integer keys (20240301): the drafted description says so and how to
     read one as a date, which works as written, and the clock is the latest of them; an id that

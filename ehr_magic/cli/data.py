@@ -97,6 +97,9 @@ def run_load(args: argparse.Namespace) -> int:
         print(f"warning: table {table} not found in the input; skipped.", file=sys.stderr)
     for table, file in report.empty.items():
         print(f"warning: {file} is empty (not even a header row), so table {table} was skipped.", file=sys.stderr)
+    for table, (file, text) in report.footers.items():
+        print(f"note: the last lines of {file} ({text!r}) are a report's footer, not rows of table {table}; "
+              "they were left out.", file=sys.stderr)
     return 0
 
 

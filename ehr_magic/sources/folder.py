@@ -174,6 +174,8 @@ def load_files(files: dict[str, Path], empty: dict[str, Path], out: os.PathLike[
         if progress:
             progress("drafting knowledge", len(loaded), len(loaded))
         said = notes + _drop_time_zones(con, loaded) + tuple(
+            f"The last lines of file {Path(file).name} ({text!r}) are a report's footer, not rows; they were not "
+            "loaded." for file, text in report.footers.values()) + tuple(
             f"File {Path(file).name} was empty (not even a header row), so it was not loaded."
             for file in report.empty.values())
         packaged = None if chosen else _packaged_schema(con, loaded)

@@ -24,8 +24,8 @@ from ehr_magic.errors import DataSourceError
 from ehr_magic.identifiers import quote_identifier as quote
 from ehr_magic.identifiers import text_literal
 from ehr_magic.sources.written_dates import convert_written_dates, two_digit_years
-from ehr_magic.table_files import (Dialect, is_blank, is_parquet, parquet_reader, read_dialect,
-                                   write_utf8_copy)
+from ehr_magic.table_files import (Dialect, footer, is_blank, is_parquet, parquet_reader, read_dialect,
+                                   write_head, write_utf8_copy)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ class LoadReport:
     now: str = ""  # empty when the data has no dates (time_model "offset")
     time_model: str = "calendar"
     schema: str = ""  # the schema recorded: the loader's, or the packaged one the tables were found to be
+    # table -> (its file, the report footer left out of it: '(299 rows affected)')
+    footers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def total_rows(self) -> int:
@@ -165,7 +167,7 @@ def load_tables(
             if is_blank(path):
                 report.empty[table] = str(path)  # no header: DuckDB would make up a column0 for it
                 continue
-            report.tables[table] = _load_one(con, table, path, type_overrides, out)
+            report.tables[table] = _load_one(con, table, path, type_overrides, out, report)
         if not report.tables:
             raise DataSourceError(f"Every table file given is empty ({', '.join(report.empty.values())}); "
                                   "nothing to load.")
@@ -194,30 +196,50 @@ def scratch_folder(out: os.PathLike[str] | str, what: str) -> Iterator[Path]:
 
 
 def _load_one(con: duckdb.DuckDBPyConnection, table: str, path: Path, overrides: dict[str, str],
-              out: str | os.PathLike[str]) -> int:
-    """Load ``path`` as ``table``. Windows text is read through a UTF-8 copy beside ``out``, and so
-    is a file that is UTF-8 only at its start (its later bytes that are not UTF-8 are Windows text,
-    as a spreadsheet appending to it writes them)."""
+              out: str | os.PathLike[str], report: LoadReport) -> int:
+    """Load ``path`` as ``table``. A report's footer below the last row ('(299 rows affected)') is
+    left out, through a copy of the rows above it, and said in ``report``. Windows text is read
+    through a UTF-8 copy beside ``out``, and so is a file that is UTF-8 only at its start (its later
+    bytes that are not UTF-8 are Windows text, as a spreadsheet appending to it writes them)."""
     parquet = is_parquet(path)
     dialect = Dialect() if parquet else read_dialect(path)
+    below = None if parquet else footer(path, dialect)
+    if below is None:
+        return _load_rows(con, table, path, dialect, overrides, out, path)
+    report.footers[table] = (str(path), below.text)
+    with scratch_folder(out, "rows") as folder:
+        rows = folder / path.name
+        try:
+            write_head(path, rows, below.start)
+        except OSError as exc:
+            raise DataSourceError(f"Cannot load {path} as table {table}: copying its rows in {folder.parent} "
+                                  f"failed ({exc.strerror or exc}); make room there and load again.") from None
+        return _load_rows(con, table, rows, dialect, overrides, out, path)
+
+
+def _load_rows(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialect: Dialect, overrides: dict[str, str],
+               out: str | os.PathLike[str], shown: Path) -> int:
+    """Load the rows of ``path`` (written as ``dialect`` says), whose errors name ``shown``, the
+    file the user gave."""
+    parquet = is_parquet(path)
     if dialect.encoding != "windows":
         try:
             return _create_table(con, table, path, dialect, overrides)
         except duckdb.Error as exc:
             if parquet or dialect.encoding != "utf-8" or not _not_utf8(exc):
-                raise DataSourceError(read_error(path, table, _explained(con, path, dialect, exc))) from None
+                raise DataSourceError(read_error(shown, table, _explained(con, path, dialect, exc))) from None
     with scratch_folder(out, "text") as folder:
         copy = folder / "utf8.csv"
         try:
             write_utf8_copy(path, copy, utf8_start=dialect.encoding == "utf-8")
         except OSError as exc:
-            raise DataSourceError(f"Cannot load {path} as table {table}: writing its UTF-8 copy in {folder.parent} "
+            raise DataSourceError(f"Cannot load {shown} as table {table}: writing its UTF-8 copy in {folder.parent} "
                                   f"failed ({exc.strerror or exc}); make room there and load again.") from None
         utf8 = read_dialect(copy)
         try:
             return _create_table(con, table, copy, utf8, overrides)
         except duckdb.Error as exc:
-            raise DataSourceError(read_error(path, table, _explained(con, copy, utf8, exc))) from None
+            raise DataSourceError(read_error(shown, table, _explained(con, copy, utf8, exc))) from None
 
 
 def _create_table(con: duckdb.DuckDBPyConnection, table: str, path: Path, dialect: Dialect,
