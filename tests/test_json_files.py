@@ -50,9 +50,13 @@ def _fhir_export(folder: Path) -> None:
     observations = []
     for k in range(1, OBSERVATIONS + 1):
         code, display, unit = TESTS[k % 3]
+        coding = [{"system": LOINC, "code": code, "display": display}]
+        if code == "2951-2":  # the lab system's own code first, as an EHR's export writes it
+            coding.insert(0, {"system": "urn:oid:1.2.840.114350.1.13.0.1.7.5.737384.1", "code": "1510",
+                              "display": "SODIUM"})
         observation = {
             "resourceType": "Observation", "id": f"obs-{k}", "status": "final",
-            "code": {"coding": [{"system": LOINC, "code": code, "display": display}], "text": display.split(" [")[0]},
+            "code": {"coding": coding, "text": display.split(" [")[0]},
             "subject": {"reference": f"Patient/pat-{1 + k % PATIENTS}"},
             "encounter": {"reference": f"Encounter/enc-{1 + k % ENCOUNTERS}"},
             "effectiveDateTime": f"2023-06-{1 + k % 28:02d}T08:{k % 60:02d}:00+01:00",
@@ -93,7 +97,9 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
     out = tmp_path / "fhir.duckdb"
     report = sources.load("csv", [folder], out)
     conditions = sum(number % 3 for number in range(90, 100))
+    sodium = sum(k % 3 == 2 for k in range(1, OBSERVATIONS + 1))
     assert report.tables == {"condition": conditions, "encounter": ENCOUNTERS, "observation": OBSERVATIONS + 10,
+                             "observation_code_coding": OBSERVATIONS + 10 + sodium,
                              "observation_component": 20, "patient": PATIENTS + 10,
                              "patient_identifier": 2 * (PATIENTS + 10), "wards": 2}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fhir.duckdb", "fhir_export"]  # no copies left
@@ -103,8 +109,12 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
         patient, observation = columns["patient"], columns["observation"]
         assert not any(c.startswith(("meta", "text", "extension", "resourcetype")) for c in patient), patient
         assert {"id", "gender", "birthdate", "name_family", "name_given"} <= set(patient)
-        assert {"code_coding_code", "code_coding_display", "code_text", "subject_id", "encounter_id",
-                "valuequantity_value", "valuequantity_unit", "interpretation_coding_display"} <= set(observation)
+        assert {"code_text", "subject_id", "encounter_id", "valuequantity_value", "valuequantity_unit",
+                "interpretation_coding_display"} <= set(observation)
+        assert set(columns["observation_code_coding"]) == {
+            "observation_id", "list_index", "code_coding_system", "code_coding_code", "code_coding_display"}
+        assert con.execute("SELECT list_index, code_coding_code FROM observation_code_coding "
+                           "WHERE observation_id = 'obs-2' ORDER BY 1").fetchall() == [(1, "1510"), (2, "2951-2")]
         assert observation["effectivedatetime"] == "TIMESTAMP" and observation["valuequantity_value"] == "DOUBLE"
         assert con.execute("SELECT subject_id, encounter_id, effectivedatetime FROM observation WHERE id = 'obs-1'"
                            ).fetchall() == [("pat-2", "enc-2", dt.datetime(2023, 6, 2, 7, 1))]  # in UTC
@@ -112,10 +122,10 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
         assert con.execute("SELECT subject_id FROM condition WHERE id = 'c-91-1'").fetchall() == [("5b1f-91",)]
         assert con.execute("SELECT roles FROM wards WHERE ward = '7A'").fetchall() == [("RN; HCA",)]
         # every reading of a list, with its resource's id and its place; not one of them in the resource's row
-        assert con.execute("SELECT component_index, component_code_coding_display, component_valuequantity_value "
+        assert con.execute("SELECT list_index, component_code_coding_display, component_valuequantity_value "
                            "FROM observation_component WHERE observation_id = 'obs-201' ORDER BY 1").fetchall() == [
             (1, "Systolic blood pressure", 121), (2, "Diastolic blood pressure", 81)]
-        assert not any(c.startswith(("component", "identifier")) for c in [*observation, *patient])
+        assert not any(c.startswith(("component", "identifier", "code_coding")) for c in [*observation, *patient])
         assert not any("extension" in c for c in columns["patient_identifier"]), columns["patient_identifier"]
     with ehr_magic.connect(out) as ehr:
         tables = ehr.knowledge.tables
@@ -124,7 +134,7 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
         assert "patient ON condition.subject_id = patient.id" in tables["condition"].joins
         assert any("keeps its first entry only" in rule for rule in ehr.knowledge.conventions)
         assert ("The component list of table observation holds several entries in some rows: each is a row of "
-                "table observation_component, with observation_id and its place in the list (component_index, "
+                "table observation_component, with observation_id and its place in the list (list_index, "
                 "from 1)." in ehr.knowledge.conventions), ehr.knowledge.conventions
         for child in ("observation_component", "patient_identifier"):  # a resource's parts, not dictionaries
             assert "dictionary" not in tables[child].description and child not in tables["patient"].joins
@@ -133,9 +143,10 @@ def test_a_fhir_export_loads_as_flat_tables_that_join(tmp_path: Path) -> None:
         assert "patient ON patient_identifier.patient_id = patient.id" in tables["patient_identifier"].joins
         # one value in 200 rows: not "100% empty"
         assert tables["observation"].columns["interpretation_coding_display"].endswith("; >99% empty.")
-        assert ehr.lookup("observation", "code_coding_display", "hemoglobin")[0] == TESTS[0][1]
+        assert ehr.lookup("observation_code_coding", "code_coding_display", "hemoglobin")[0] == TESTS[0][1]
         low = ehr.sql("SELECT count(DISTINCT o.subject_id) FROM observation o JOIN patient p ON p.id = o.subject_id "
-                      "WHERE o.code_coding_code = '718-7' AND o.valuequantity_value < 12 AND p.gender = 'female'")
+                      "JOIN observation_code_coding c ON c.observation_id = o.id WHERE c.code_coding_code = '718-7' "
+                      "AND o.valuequantity_value < 12 AND p.gender = 'female'")
         assert low.item() > 0
         assert ehr.now == dt.datetime(2023, 12, 8, 8, 0)  # the latest encounter start, in UTC (not its end)
 

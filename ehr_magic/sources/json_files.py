@@ -6,9 +6,10 @@ Each object is a row. Nested objects become columns named by their path (``value
 
 - a list of objects keeps its first entry's fields (a code's first coding, a patient's first
   name), said in a convention; a list of plain values is one text, its values joined by "; ";
-- when the rows have an ``id``, a list of objects directly in them that holds several entries in
-  some row is a table of its own instead, every entry a row with the row's id and its place
-  (``observation_component``: a blood pressure's systolic and diastolic readings);
+- when the rows have an ``id``, a list of objects in them (or in their objects: ``code.coding``)
+  that holds several entries in some row is a table of its own instead, every entry a row with
+  the row's id and its place (``observation_component``: a blood pressure's systolic and diastolic
+  readings; ``observation_code_coding``: a local code and its LOINC code);
 - a reference to another record (``{"reference": "Patient/123"}``) becomes the id it points to
   (``subject_id`` = '123'), which then joins to that table's ``id`` as any key does;
 - a file of FHIR resources (every object names the same ``resourceType``) is the table of that
@@ -162,16 +163,17 @@ def _write_tables(con: duckdb.DuckDBPyConnection, name: str, stem: str, paths: l
         fields = [(column, dtype) for column, dtype in zip(relation.columns, relation.dtypes)
                   if not (fhir and (column in _FHIR_EXCHANGE or column == "resourceType"))]
         # a list with several entries in some row is a table of its own, and is not cut to its first
-        # entry here (which would be one arbitrary reading of a blood pressure, one identifier of many)
-        entries = _listed_entries(con, reader, fields) if "id" in relation.columns else []
-        own = {column for column, _ in entries}
+        # entry here (which would be one arbitrary reading of a blood pressure, one identifier of many,
+        # a local code where the LOINC one is second)
+        skipped = _FHIR_EXTENSIONS if fhir else frozenset()
+        entries = _listed_entries(con, reader, fields, skipped) if "id" in relation.columns else []
+        own = frozenset("_".join(path) for path, _ in entries)
         columns: list[tuple[str, str]] = []
         cut = False
-        skipped = _FHIR_EXTENSIONS if fhir else frozenset()
         for column, dtype in fields:
             if column in own:
                 continue
-            found, listed = _flattened(quote(column), column, dtype, 1, skipped)
+            found, listed = _flattened(quote(column), column, dtype, 1, skipped, own)
             columns += found
             cut = cut or listed
         notes = []
@@ -181,33 +183,48 @@ def _write_tables(con: duckdb.DuckDBPyConnection, name: str, stem: str, paths: l
             columns = columns[:MAX_COLUMNS]
         written = {name: folder / f"{stem}.parquet"}
         _copy(con, f"SELECT {_select(columns)} FROM {reader}", written[name])
-        for column, dtype in entries:
-            child = name_of(f"{name}_{column}")
-            found, _ = _flattened("entry", column, dict(dtype.children)["child"], 2, skipped)
-            written[child] = folder / f"{stem}_{column}.parquet"
-            chosen = [("parent", f"{name}_id"), ("place", f"{column}_index"), *found][:MAX_COLUMNS]
-            _copy(con, f'SELECT {_select(chosen)} FROM (SELECT "id" AS parent, unnest({quote(column)}) AS entry, '
-                       f"generate_subscripts({quote(column)}, 1) AS place FROM {reader})", written[child])
+        for path, dtype in entries:
+            alias, field = "_".join(path), ".".join(quote(part) for part in path)
+            child = name_of(f"{name}_{alias}")
+            found, _ = _flattened("entry", alias, dict(dtype.children)["child"], 2, skipped)
+            written[child] = folder / f"{stem}_{alias}.parquet"
+            # "list_index", not "<alias>_index": a column named for its list's codes would read as a code
+            chosen = [("parent", f"{name}_id"), ("place", "list_index"), *found][:MAX_COLUMNS]
+            _copy(con, f'SELECT {_select(chosen)} FROM (SELECT "id" AS parent, unnest({field}) AS entry, '
+                       f"generate_subscripts({field}, 1) AS place FROM {reader})", written[child])
     except duckdb.Error as exc:
         raise DataSourceError(_unreadable(paths[0], exc)) from None
     if cut:
         notes.append(_LIST_NOTE)
-    for column, _ in entries:
-        notes.append(f"The {column} list of table {name} holds several entries in some rows: each is a row of table "
-                     f"{name_of(f'{name}_{column}')}, with {name}_id and its place in the list ({column}_index, "
+    for path, _ in entries:
+        alias = "_".join(path)
+        notes.append(f"The {'.'.join(path)} list of table {name} holds several entries in some rows: each is a row of "
+                     f"table {name_of(f'{name}_{alias}')}, with {name}_id and its place in the list (list_index, "
                      "from 1).")
     return written, notes
 
 
-def _listed_entries(con: duckdb.DuckDBPyConnection, reader: str, fields: list[tuple[str, Any]]
-                    ) -> list[tuple[str, Any]]:
-    """The fields holding lists of objects with more than one entry in some row."""
-    lists = [(column, dtype) for column, dtype in fields
-             if dtype.id == "list" and dict(dtype.children)["child"].id == "struct"]
+def _listed_entries(con: duckdb.DuckDBPyConnection, reader: str, fields: list[tuple[str, Any]],
+                    skipped: frozenset[str]) -> list[tuple[tuple[str, ...], Any]]:
+    """The lists of objects, in the rows or in their objects (``code.coding``), that hold more than
+    one entry in some row: (path, type)."""
+    lists: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(path: tuple[str, ...], dtype: Any) -> None:
+        if dtype.id == "list" and dict(dtype.children)["child"].id == "struct":
+            lists.append((path, dtype))
+        elif dtype.id == "struct" and len(path) <= MAX_DEPTH:
+            for field, child in dtype.children:
+                if field not in skipped:
+                    walk((*path, field), child)
+
+    for column, dtype in fields:
+        walk((column,), dtype)
     if not lists:
         return []
-    longest = con.execute(f"SELECT {', '.join(f'max(len({quote(c)}))' for c, _ in lists)} FROM {reader}").fetchone()
-    return [field for field, most in zip(lists, longest or ()) if most and most > 1]
+    lengths = ", ".join(f"max(len({'.'.join(quote(p) for p in path)}))" for path, _ in lists)
+    longest = con.execute(f"SELECT {lengths} FROM {reader}").fetchone()
+    return [found for found, most in zip(lists, longest or ()) if most and most > 1]
 
 
 def _select(columns: list[tuple[str, str]]) -> str:
@@ -219,10 +236,11 @@ def _copy(con: duckdb.DuckDBPyConnection, query: str, out: Path) -> None:
     con.execute(f"COPY ({query}) TO '{literal}' (FORMAT parquet)")
 
 
-def _flattened(expression: str, alias: str, dtype: Any, depth: int, skipped: frozenset[str] = frozenset()
-               ) -> tuple[list[tuple[str, str]], bool]:
+def _flattened(expression: str, alias: str, dtype: Any, depth: int, skipped: frozenset[str] = frozenset(),
+               own: frozenset[str] = frozenset()) -> tuple[list[tuple[str, str]], bool]:
     """(SQL expression, column name) pairs of one field, nested fields as their own columns (but
-    those named in ``skipped``); and whether a list of objects was cut to its first entry."""
+    those named in ``skipped``, and the lists whose column name is in ``own``: tables of their own);
+    and whether a list of objects was cut to its first entry."""
     kind = dtype.id
     if kind == "struct" and depth <= MAX_DEPTH:
         fields = dict(dtype.children)
@@ -235,9 +253,10 @@ def _flattened(expression: str, alias: str, dtype: Any, depth: int, skipped: fro
             return pairs, False
         pairs, cut = [], False
         for field, child in fields.items():
-            if field in skipped:
+            if field in skipped or f"{alias}_{field}" in own:
                 continue
-            found, listed = _flattened(f"{expression}.{quote(field)}", f"{alias}_{field}", child, depth + 1, skipped)
+            found, listed = _flattened(f"{expression}.{quote(field)}", f"{alias}_{field}", child, depth + 1, skipped,
+                                       own)
             pairs += found
             cut = cut or listed
         return pairs, cut
