@@ -311,7 +311,8 @@ def _bad_folders(root: Path) -> dict[str, tuple[Path, list[str]]]:
     (empty / "sub").mkdir(parents=True)
     (empty / "notes.txt").write_text("not a table")
     cases["empty"] = (empty, ["No .csv, .tsv (or gzipped), .parquet, spreadsheet (.xlsx, .xls, .ods), SAS "
-                              "(.sas7bdat, .xpt), Stata (.dta) or SPSS (.sav) files", str(empty)])
+                              "(.sas7bdat, .xpt), Stata (.dta), SPSS (.sav) or JSON (.ndjson, .json) files",
+                              str(empty)])
     nested = root / "nested"
     (nested / "hosp").mkdir(parents=True)
     shutil.copy(SYNTHEA / "devices.csv", nested / "hosp" / "devices.csv")

@@ -5,12 +5,12 @@ is never written to. Its knowledge lives in the user's data folder
 (``<data dir>/attached/<name>-<hash>.yaml``, with a ``.json`` beside it), keyed by the
 database's identity: its location (the resolved file path, or the URL without password)
 and a fingerprint of its tables (names, columns, types, the row counts an engine reads for
-free, and the database's comments on them). When the fingerprint changes the knowledge is
-drafted again, keeping every statement a person wrote or confirmed.
+free, and what its catalog says of them: comments and declared keys). When the fingerprint
+changes the knowledge is drafted again, keeping every statement a person wrote or confirmed.
 
 Where the database documents its tables and columns (``COMMENT ON``), the drafted
 descriptions say what those comments say, in place of what the names suggest, beside what
-the values show.
+the values show; the foreign keys it declares are joins, whatever the values show.
 
 - A database whose tables a packaged schema describes (``EHR._recognised_schema``) uses
   that knowledge; only the tables it does not describe are drafted (a "fill", merged with

@@ -1,11 +1,12 @@
-"""Any folder of CSV or TSV (gzipped or not), parquet, spreadsheet or statistics-package files:
-one table per file, knowledge drafted.
+"""Any folder of CSV or TSV (gzipped or not), parquet, spreadsheet, statistics-package or JSON
+files: one table per file, knowledge drafted.
 
 The table name is the file name without its suffix, lower-cased and made a plain SQL
 identifier (``Lab Results.csv`` -> ``lab_results``); a workbook gives a table per sheet
 (``workbooks``), a SAS, Stata or SPSS file brings its labels as the drafter's comments
-(``stat_files``), and a subfolder of parquet parts with the same columns is one table, named for
-the subfolder (``table_files.is_parquet_dataset``). Types are inferred by DuckDB from
+(``stat_files``), JSON files are flattened and a FHIR export's are tables of their resource
+types (``json_files``), and a subfolder of parquet parts with the same columns is one table,
+named for the subfolder (``table_files.is_parquet_dataset``). Types are inferred by DuckDB from
 the whole file; only columns that look numeric but are labels (zip codes, phone
 numbers) are kept as text. Timestamps with a time zone become plain UTC timestamps, so
 they compare with the dataset clock and with polars datetimes.
@@ -106,8 +107,8 @@ def find_files(dirs: Iterable[os.PathLike[str] | str]) -> dict[str, Path]:
                         if p.is_file() and p.name.lower().endswith(_FILE_SUFFIXES)})
         hint = f" Its subfolders {', '.join(below)} hold some: pass those instead." if below else ""
         raise DataSourceError(f"No .csv, .tsv (or gzipped), .parquet, spreadsheet (.xlsx, .xls, .ods), SAS "
-                              f"(.sas7bdat, .xpt), Stata (.dta) or SPSS (.sav) files in {', '.join(map(str, folders))}."
-                              f"{hint}")
+                              f"(.sas7bdat, .xpt), Stata (.dta), SPSS (.sav) or JSON (.ndjson, .json) files in "
+                              f"{', '.join(map(str, folders))}.{hint}")
     return files
 
 
