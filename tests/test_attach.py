@@ -152,6 +152,7 @@ WAREHOUSE_COMMENTS = [
     "in another mart.\nLoaded nightly from the ADT feed.'",
     "COMMENT ON COLUMN hsp_enc.svc_cd IS 'Admitting service (MED medicine, SURG surgery, ICU intensive care)'",
     "COMMENT ON COLUMN hsp_enc.enc_id IS 'ENC_ID'",  # generated documentation that only repeats the name
+    "COMMENT ON COLUMN hsp_enc.src IS 'Where the patient came from, e.g. ED'",
     "COMMENT ON COLUMN hsp_enc.adm_dttm IS '" + "Admission date and time, local. " * 12 + "'",
     "COMMENT ON TABLE flwsht IS 'Nurse-charted vital signs'",
     "COMMENT ON COLUMN flwsht.enc_id IS 'The encounter of the reading, from hsp_enc'",
@@ -167,7 +168,8 @@ def warehouse_with_comments(path: Path) -> Path:
         con.execute("CREATE SCHEMA mart; CREATE SCHEMA archive")
         con.execute("CREATE TABLE mart.hsp_enc AS SELECT i AS enc_id, i % 50 AS pat_id, "
                     "TIMESTAMP '2024-01-01' + i * INTERVAL 3 HOUR AS adm_dttm, "
-                    "['MED', 'SURG', 'ICU'][i % 3 + 1] AS svc_cd FROM range(1, 500) t(i)")
+                    "['MED', 'SURG', 'ICU'][i % 3 + 1] AS svc_cd, ['ED', 'CLINIC', 'TRANSFER'][i % 3 + 1] AS src "
+                    "FROM range(1, 500) t(i)")
         con.execute("CREATE TABLE mart.flwsht AS SELECT i % 499 + 1 AS enc_id, ['HR', 'SBP', 'SPO2'][i % 3 + 1] "
                     "AS meas_cd, 60 + i % 40 AS meas_val FROM range(3000) t(i)")
         con.execute("CREATE TABLE archive.flwsht AS SELECT * FROM mart.flwsht")
@@ -187,15 +189,18 @@ def test_the_databases_comments_describe_its_tables_and_columns(tmp_path: Path) 
         # the rest of the comment, after the sentence the row's line holds
         assert encounters.description.startswith("Outpatient visits live in another mart. Loaded nightly from the "
                                                  "ADT feed."), encounters.description
-        assert encounters.columns["svc_cd"].startswith(
-            "VARCHAR, Admitting service (MED medicine, SURG surgery, ICU intensive care). 3 values ("), encounters
+        # its comment writes every stored value, so they are not listed again
+        assert encounters.columns["svc_cd"] == (
+            "VARCHAR, Admitting service (MED medicine, SURG surgery, ICU intensive care). 3 values."), encounters
+        assert encounters.columns["src"] == ("VARCHAR, Where the patient came from, e.g. ED. 3 values ('CLINIC', "
+                                             "'ED', 'TRANSFER')."), encounters.columns  # not all of them written
         assert "ENC_ID" not in encounters.columns["enc_id"]  # says nothing the name does not
         admitted = encounters.columns["adm_dttm"]
         assert admitted.startswith("TIMESTAMP, Admission date and time, local. Admission") and "... 2024-01-01 to" \
             in admitted and len(admitted) < 260, admitted  # a long comment is cut
         assert vitals.row.startswith("Nurse-charted vital signs. 3,000 rows."), vitals.row
-        assert vitals.columns["meas_cd"].startswith("VARCHAR, HR heart rate, SBP systolic blood pressure, SPO2 "
-                                                    "oxygen saturation. 3 values ('HR', 'SBP', 'SPO2')")
+        assert vitals.columns["meas_cd"] == ("VARCHAR, HR heart rate, SBP systolic blood pressure, SPO2 oxygen "
+                                             "saturation. 3 values."), vitals.columns
         assert "analyser" not in str(vitals) and "Retired" not in str(vitals)
         # the comment names the table it refers to, so the drafted reference is not said again
         assert vitals.columns["enc_id"] == "BIGINT, The encounter of the reading, from hsp_enc.", vitals.columns

@@ -84,8 +84,8 @@ def test_statistics_package_files_are_tables_described_by_their_labels(tmp_path:
         tables = ehr.knowledge.tables
         cohort, visits = tables["cohort"], tables["visits"]
         assert cohort.row.startswith("Cardiology clinic cohort, one row per patient. "), cohort.row
-        assert cohort.columns["sex"].startswith(
-            "VARCHAR, Sex at birth. Stored as labels; the codes: 1 Male, 2 Female. 2 values ("), cohort.columns
+        assert cohort.columns["sex"] == (
+            "VARCHAR, Sex at birth. Stored as labels; the codes: 1 Male, 2 Female. 2 values."), cohort.columns
         assert cohort.columns["age"].startswith("BIGINT, Age in years at entry. Labelled codes: 999 Not recorded. "
                                                 "31 to 999"), cohort.columns["age"]
         assert cohort.columns["ward_1"].startswith("VARCHAR, Hospital block. ")

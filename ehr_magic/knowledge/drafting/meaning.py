@@ -208,6 +208,10 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         every = column.distinct == values_of.distinct
         parts.append(f"the same {count(column.distinct, 'value')} as {values_of.name}" if every
                      else f"{column.distinct} of the values of {values_of.name}")
+    elif lists and comment and column.distinct == len(column.values) and all(
+            re.search(rf"(?<!\w){re.escape(value)}(?!\w)", one_line(comment, COLUMN_COMMENT_CHARACTERS))
+            for value, _ in column.values):
+        parts.append(count(column.distinct, "value"))  # the comment shown writes each of them, as stored
     elif lists:  # a few codes are shown: sex 'F', 'M'
         listed = shown_values([value for value, _ in column.values])
         shown = ", ".join(text_literal(v) for v in listed)
