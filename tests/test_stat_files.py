@@ -12,6 +12,7 @@ import pyreadstat
 
 import ehr_magic
 from ehr_magic import sources
+from ehr_magic.sources import stat_files
 from test_csv_folder import one_error_line, run
 
 PATIENTS = 40
@@ -111,3 +112,32 @@ def test_a_statistics_file_that_cannot_be_read_is_one_sentence(tmp_path: Path) -
     assert line.startswith(f"error: Cannot read {broken / 'registry.sas7bdat'} (") and line.endswith(
         "check that it opens in the program that wrote it, or export it as a CSV file."), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]  # no database, no copies
+
+
+def test_a_big_file_read_in_chunks_loads_as_when_read_whole(tmp_path: Path, monkeypatch) -> None:
+    """A file too big to read at once is read in chunks, its types and labels decided on every row
+    first: a code without a label in the last chunk keeps the column's numbers, a fraction in the
+    last chunk keeps its floats."""
+    folder = tmp_path / "extract"
+    _clinic_extract(folder)
+    tail = pl.DataFrame({"PATID": [float(i) for i in range(1, 40)],
+                         "SCORE": [1.0] * 38 + [1.5], "GRADE": [1.0] * 38 + [3.0]})
+    pyreadstat.write_dta(tail, str(folder / "scores.dta"), variable_value_labels={"GRADE": {1: "mild", 2: "severe"}})
+    whole = tmp_path / "whole.duckdb"
+    sources.load("csv", [folder], whole)
+    monkeypatch.setattr(stat_files, "WHOLE_FILE_BYTES", 0)
+    monkeypatch.setattr(stat_files, "CHUNK_ROWS", 7)
+    chunked = tmp_path / "chunked.duckdb"
+    sources.load("csv", [folder], chunked)
+    query = ("SELECT table_name, column_name, data_type FROM information_schema.columns "
+             "WHERE table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY 1, ordinal_position")
+    with duckdb.connect(str(whole), read_only=True) as one, duckdb.connect(str(chunked), read_only=True) as parts:
+        assert parts.execute(query).fetchall() == one.execute(query).fetchall()
+        for table in ("cohort", "visits", "labs", "meds", "scores"):
+            rows = f"SELECT * FROM {table} ORDER BY ALL"
+            assert parts.execute(rows).fetchall() == one.execute(rows).fetchall(), table
+        assert parts.execute("SELECT typeof(score), typeof(grade) FROM scores LIMIT 1").fetchall() == [
+            ("DOUBLE", "BIGINT")]
+    with ehr_magic.connect(whole) as one, ehr_magic.connect(chunked) as parts:
+        assert parts.knowledge.tables["cohort"].columns == one.knowledge.tables["cohort"].columns
+        assert parts.knowledge.tables["scores"].columns["grade"].startswith("BIGINT, Labelled codes: 1 mild, 2 severe.")

@@ -112,9 +112,18 @@ def typed(frame: pl.DataFrame) -> pl.DataFrame:
     casts = []
     for name, dtype in frame.schema.items():
         column = frame.get_column(name).drop_nulls()
-        if dtype == pl.Float64 and len(column) and bool(
-                ((column == column.round(0)) & (column.abs() < _LARGEST_EXACT_INTEGER)).all()):
+        if dtype == pl.Float64 and len(column) and whole_numbers(column):
             casts.append(pl.col(name).cast(pl.Int64))
-        elif isinstance(dtype, pl.Datetime) and len(column) and bool((column == column.dt.truncate("1d")).all()):
+        elif isinstance(dtype, pl.Datetime) and len(column) and at_midnight(column):
             casts.append(pl.col(name).cast(pl.Date))
     return frame.with_columns(casts) if casts else frame
+
+
+def whole_numbers(column: pl.Series) -> bool:
+    """Whether every value of a float column (without nulls) is a whole number a float holds exactly."""
+    return bool(((column == column.round(0)) & (column.abs() < _LARGEST_EXACT_INTEGER)).all())
+
+
+def at_midnight(column: pl.Series) -> bool:
+    """Whether every value of a date-time column (without nulls) is at midnight: a date."""
+    return bool((column == column.dt.truncate("1d")).all())
