@@ -176,6 +176,7 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         return with_comment(text, comment) if comment else text
     lists = lists_values(table, column, joins, vocabulary)
     parts = []
+    shown_comment = one_line(comment, COLUMN_COMMENT_CHARACTERS)  # what the description will say of it
 
     def role(*names: str) -> str:
         return "" if comment else _role(*names)
@@ -195,7 +196,7 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         # the target's key named as this column is said by the table alone ("refers to patients")
         target = join.target if join.key == column.name and not join.also else f"{join.target}.{sql_name(join.key)}"
         said = role(join.target, join.key)
-        if not re.search(rf"(?<![\w.]){re.escape(target)}(?![\w])", comment, re.IGNORECASE):
+        if not re.search(rf"(?<![\w.]){re.escape(target)}(?![\w])", shown_comment, re.IGNORECASE):
             parts.append(f"refers to {target}" + (f" ({said})" if said else ""))
     if column.unit_like and column.name not in joins:
         parts.append("a unit of measure")
@@ -209,8 +210,7 @@ def describe_column(table: Table, column: Column, joins: dict[str, Join], vocabu
         parts.append(f"the same {count(column.distinct, 'value')} as {values_of.name}" if every
                      else f"{column.distinct} of the values of {values_of.name}")
     elif lists and comment and column.distinct == len(column.values) and all(
-            re.search(rf"(?<!\w){re.escape(value)}(?!\w)", one_line(comment, COLUMN_COMMENT_CHARACTERS))
-            for value, _ in column.values):
+            re.search(rf"(?<!\w){re.escape(value)}(?!\w)", shown_comment) for value, _ in column.values):
         parts.append(count(column.distinct, "value"))  # the comment shown writes each of them, as stored
     elif lists:  # a few codes are shown: sex 'F', 'M'
         listed = shown_values([value for value, _ in column.values])
