@@ -160,3 +160,22 @@ def test_a_json_file_that_cannot_be_read_is_one_sentence(tmp_path: Path) -> None
     assert line.startswith(f"error: Cannot read {broken / 'Observation.ndjson'} as JSON (") and line.endswith(
         "a JSON file should hold one object per line, or an array of objects."), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]
+
+
+def test_bundles_one_a_line_or_in_an_array_load_as_one_bundle_does(tmp_path: Path) -> None:
+    def bundle(number: int) -> dict:
+        return {"resourceType": "Bundle", "type": "collection", "entry": [
+            {"resource": {**_patient(number), "id": f"p{number}"}},
+            {"resource": {"resourceType": "Condition", "id": f"c{number}",
+                          "subject": {"reference": f"Patient/p{number}"},
+                          "onsetDateTime": f"2020-01-0{1 + number % 9}T00:00:00Z"}},
+            {"request": {"method": "DELETE"}}]}  # an entry without a resource
+
+    lines, array = tmp_path / "lines", tmp_path / "array"
+    lines.mkdir()
+    array.mkdir()
+    (lines / "bundles.ndjson").write_text("".join(json.dumps(bundle(n)) + "\n" for n in range(1, 6)))
+    (array / "bundles.json").write_text(json.dumps([bundle(n) for n in range(1, 6)] + [{"resourceType": "Bundle"}]))
+    for folder in (lines, array):
+        report = sources.load("csv", [folder], tmp_path / f"{folder.name}.duckdb")
+        assert report.tables == {"condition": 5, "patient": 5, "patient_identifier": 10}, folder

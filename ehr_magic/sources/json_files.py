@@ -122,18 +122,26 @@ def _resource_type(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
 
 
 def _bundle_parts(path: Path, folder: Path) -> list[tuple[str, Path]]:
-    """The resources of a FHIR bundle's entries, one JSON Lines file per resource type in ``folder``."""
+    """The resources of the entries of the FHIR bundles in ``path`` (one bundle, an array of them,
+    or one a line), one JSON Lines file per resource type in ``folder``."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
-            bundle = json.load(handle)
+            text = handle.read()
+        try:
+            found = json.loads(text)
+        except ValueError:  # one bundle a line
+            found = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise DataSourceError(f"Cannot read FHIR bundle {path} ({exc}); check that it is whole JSON.") from None
+    bundles = found if isinstance(found, list) else [found]
     by_kind: dict[str, list[str]] = {}
-    for entry in bundle.get("entry") or []:
-        resource = entry.get("resource") if isinstance(entry, dict) else None
-        if isinstance(resource, dict) and isinstance(resource.get("resourceType"), str):
-            by_kind.setdefault(resource["resourceType"], []).append(json.dumps(resource))
+    for bundle in bundles:
+        entries = bundle.get("entry") if isinstance(bundle, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            resource = entry.get("resource") if isinstance(entry, dict) else None
+            if isinstance(resource, dict) and isinstance(resource.get("resourceType"), str):
+                by_kind.setdefault(resource["resourceType"], []).append(json.dumps(resource))
     folder.mkdir()
     parts = []
     for kind, lines in by_kind.items():
